@@ -1,0 +1,36 @@
+"""keras_vit: the Vision Transformer in Keras 3.
+
+Example:
+
+```python
+import keras_vit
+
+model = keras_vit.ViT_L16(num_classes=100)
+```
+"""
+
+from keras_vit import layers
+from keras_vit.models import BACKBONES
+from keras_vit.models import NAMED_MODELS
+from keras_vit.models import VARIANTS
+from keras_vit.models import R26_ViT_B32
+from keras_vit.models import R26_ViT_S32
+from keras_vit.models import R50_ViT_B16
+from keras_vit.models import R50_ViT_L32
+from keras_vit.models import ResNetSpec
+from keras_vit.models import ViT
+from keras_vit.models import ViT_B8
+from keras_vit.models import ViT_B16
+from keras_vit.models import ViT_B32
+from keras_vit.models import ViT_H14
+from keras_vit.models import ViT_L16
+from keras_vit.models import ViT_L32
+from keras_vit.models import ViT_S16
+from keras_vit.models import ViT_S32
+from keras_vit.models import ViT_Ti16
+from keras_vit.models import feature_extractor
+from keras_vit.models import parse_variant
+from keras_vit.models import with_image_size
+from keras_vit.resample import resample_position_embedding
+
+__version__ = "0.1.0"

@@ -1,0 +1,165 @@
+"""Multi-head self-attention with a fused query/key/value projection."""
+
+from __future__ import annotations
+
+import keras
+from keras import ops
+
+
+@keras.saving.register_keras_serializable(package="keras_vit")
+class MultiHeadSelfAttention(keras.layers.Layer):
+    """Multi-head scaled dot-product self-attention (the paper's MSA).
+
+    `[q, k, v] = z U_qkv`, `A = softmax(q k^T / sqrt(D_h))`, heads concatenated
+    and projected back to `D`. The three input projections are one matrix
+    multiplication: the kernel has shape `(D, 3, heads, D_h)`, i.e. the
+    original checkpoints' `query`, `key` and `value` kernels `(D, heads, D_h)`
+    stacked on axis 1, and the output kernel has their `out` shape
+    `(heads, D_h, D)`.
+
+    When attention scores are not requested (and no attention dropout is
+    active), the layer calls `keras.ops.dot_product_attention`, the fastest
+    path Keras offers on the backend (a fused or flash kernel where the backend
+    has one, one XLA-fusable einsum/softmax/einsum chain on TensorFlow). The
+    softmax always runs in float32.
+
+    Args:
+        num_heads: Number of attention heads; must divide the input width.
+        attention_dropout_rate: Dropout on the attention probabilities.
+            Defaults to 0.
+        kernel_initializer: Initializer of each `(D, D)` projection kernel.
+            Defaults to `"glorot_uniform"` (Xavier, as the reference).
+        bias_initializer: Defaults to `"zeros"`.
+        **kwargs: Base layer keyword arguments, such as `name` and `dtype`.
+
+    Call arguments:
+        inputs: Tensor of shape `(batch, tokens, dim)`.
+        training: Python bool; dropout is only active when `True`.
+        return_attention_scores: If `True`, also return the attention
+            probabilities of shape `(batch, heads, tokens, tokens)`.
+
+    Example:
+
+    >>> layer = keras_vit.layers.MultiHeadSelfAttention(num_heads=12)
+    >>> out, scores = layer(
+    ...     np.zeros((2, 197, 768), "float32"), return_attention_scores=True)
+    >>> out.shape, scores.shape
+    ((2, 197, 768), (2, 12, 197, 197))
+    """
+
+    def __init__(
+        self,
+        num_heads: int,
+        attention_dropout_rate: float = 0.0,
+        kernel_initializer="glorot_uniform",
+        bias_initializer="zeros",
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        if int(num_heads) <= 0:
+            raise ValueError(
+                f"`num_heads` must be positive. Received: num_heads={num_heads}"
+            )
+        if not 0.0 <= attention_dropout_rate < 1.0:
+            raise ValueError(
+                "`attention_dropout_rate` must be in [0, 1). Received: "
+                f"attention_dropout_rate={attention_dropout_rate}"
+            )
+        self.num_heads = int(num_heads)
+        self.attention_dropout_rate = float(attention_dropout_rate)
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.bias_initializer = keras.initializers.get(bias_initializer)
+        self.attention_dropout = keras.layers.Dropout(
+            self.attention_dropout_rate, name="attention_dropout"
+        )
+
+    def build(self, input_shape):
+        dim = input_shape[-1]
+        if dim % self.num_heads:
+            raise ValueError(
+                f"The width {dim} is not divisible by num_heads="
+                f"{self.num_heads}."
+            )
+        self.head_dim = dim // self.num_heads
+        heads, head_dim = self.num_heads, self.head_dim
+
+        def projections(count, shape):
+            # Each (D, D) projection gets its own fan-in/fan-out, as separate
+            # Dense layers would.
+            def init(_, dtype=None):
+                parts = [self.kernel_initializer((dim, dim), dtype) for _ in range(count)]
+                return ops.reshape(ops.stack(parts, axis=1), shape)
+
+            return init
+
+        self.qkv_kernel = self.add_weight(
+            name="qkv_kernel",
+            shape=(dim, 3, heads, head_dim),
+            initializer=projections(3, (dim, 3, heads, head_dim)),
+        )
+        self.qkv_bias = self.add_weight(
+            name="qkv_bias", shape=(3, heads, head_dim), initializer=self.bias_initializer
+        )
+        self.out_kernel = self.add_weight(
+            name="out_kernel",
+            shape=(heads, head_dim, dim),
+            initializer=projections(1, (heads, head_dim, dim)),
+        )
+        self.out_bias = self.add_weight(
+            name="out_bias", shape=(dim,), initializer=self.bias_initializer
+        )
+
+    def call(self, inputs, training=None, return_attention_scores=False):
+        dim = self.num_heads * self.head_dim
+        batch_size, length = ops.shape(inputs)[0], ops.shape(inputs)[1]
+        kernel = ops.reshape(ops.cast(self.qkv_kernel, inputs.dtype), (dim, 3 * dim))
+        bias = ops.reshape(ops.cast(self.qkv_bias, inputs.dtype), (3 * dim,))
+        qkv = ops.matmul(inputs, kernel) + bias  # (B, N, 3D)
+        qkv = ops.reshape(qkv, (batch_size, length, 3, self.num_heads, self.head_dim))
+        query, key, value = qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2]  # (B, N, H, Dh)
+
+        use_dropout = training and self.attention_dropout_rate > 0
+        if return_attention_scores or use_dropout:
+            query = query * ops.cast(self.head_dim**-0.5, query.dtype)
+            logits = ops.einsum("bqhd,bkhd->bhqk", query, key)  # (B, H, N, N)
+            scores = ops.softmax(ops.cast(logits, "float32"), axis=-1)
+            probs = self.attention_dropout(scores, training=training)
+            probs = ops.cast(probs, value.dtype)
+            context = ops.einsum("bhqk,bkhd->bqhd", probs, value)  # (B, N, H, Dh)
+        else:
+            scores = None
+            context = ops.dot_product_attention(query, key, value)  # (B, N, H, Dh)
+
+        context = ops.reshape(context, (batch_size, length, dim))
+        out_kernel = ops.reshape(ops.cast(self.out_kernel, context.dtype), (dim, dim))
+        outputs = ops.matmul(context, out_kernel) + ops.cast(self.out_bias, context.dtype)
+        if return_attention_scores:
+            return outputs, scores
+        return outputs  # (B, N, D)
+
+    def compute_output_shape(self, input_shape):
+        return input_shape
+
+    def compute_output_spec(self, inputs, training=None, return_attention_scores=False):
+        outputs = keras.KerasTensor(inputs.shape, dtype=self.compute_dtype)
+        if not return_attention_scores:
+            return outputs
+        batch, length = inputs.shape[0], inputs.shape[1]
+        scores = keras.KerasTensor((batch, self.num_heads, length, length), "float32")
+        return outputs, scores
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "num_heads": self.num_heads,
+                "attention_dropout_rate": self.attention_dropout_rate,
+                "kernel_initializer": keras.initializers.serialize(
+                    self.kernel_initializer
+                ),
+                "bias_initializer": keras.initializers.serialize(
+                    self.bias_initializer
+                ),
+            }
+        )
+        return config

@@ -1,0 +1,166 @@
+"""One pre-LN encoder block: MSA and MLP sub-blocks with residuals (Eq. 2-3)."""
+
+from __future__ import annotations
+
+import keras
+from keras import ops
+
+from keras_vit.layers.attention import MultiHeadSelfAttention
+from keras_vit.layers.drop_path import DropPath
+
+LAYER_NORM_EPSILON = 1e-6
+
+
+@keras.saving.register_keras_serializable(package="keras_vit")
+class TransformerBlock(keras.layers.Layer):
+    """A pre-LayerNorm Transformer encoder block.
+
+    `z' = MSA(LN(z)) + z` then `z_out = MLP(LN(z')) + z'`, where the MLP is
+    two dense layers with a GELU between them. Dropout follows the attention
+    output and each MLP dense layer, as in the reference; stochastic depth
+    (`drop_path_rate`) drops each residual branch per example.
+
+    Args:
+        num_heads: Number of attention heads.
+        mlp_dim: Width of the MLP's hidden layer.
+        dropout_rate: Dropout after attention and in the MLP. Defaults to 0.
+        attention_dropout_rate: Dropout on the attention probabilities.
+            Defaults to 0.
+        drop_path_rate: Stochastic-depth rate of both branches. Defaults to 0.
+        layer_norm_epsilon: Defaults to 1e-6, as in the paper's checkpoints.
+        gelu_approximate: Use the tanh approximation of GELU (what the JAX
+            reference computes) instead of the exact erf form of the paper.
+            Defaults to `False`.
+        **kwargs: Base layer keyword arguments, such as `name` and `dtype`.
+
+    Call arguments:
+        inputs: Tensor of shape `(batch, tokens, dim)`.
+        training: Python bool enabling dropout and stochastic depth.
+        return_attention_scores: If `True`, return `(outputs, scores)` with
+            scores of shape `(batch, heads, tokens, tokens)`. Otherwise the
+            block takes the fused `keras.ops.dot_product_attention` path.
+
+    Example:
+
+    >>> block = keras_vit.layers.TransformerBlock(num_heads=12, mlp_dim=3072)
+    >>> block(np.zeros((2, 197, 768), "float32")).shape
+    (2, 197, 768)
+
+    Reference:
+    - [Dosovitskiy et al., 2021](https://arxiv.org/abs/2010.11929), Eq. 2-3.
+    """
+
+    def __init__(
+        self,
+        num_heads: int,
+        mlp_dim: int,
+        dropout_rate: float = 0.0,
+        attention_dropout_rate: float = 0.0,
+        drop_path_rate: float = 0.0,
+        layer_norm_epsilon: float = LAYER_NORM_EPSILON,
+        gelu_approximate: bool = False,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        if int(mlp_dim) <= 0:
+            raise ValueError(f"`mlp_dim` must be positive. Received: mlp_dim={mlp_dim}")
+        self.num_heads = int(num_heads)
+        self.mlp_dim = int(mlp_dim)
+        self.dropout_rate = float(dropout_rate)
+        self.attention_dropout_rate = float(attention_dropout_rate)
+        self.drop_path_rate = float(drop_path_rate)
+        self.layer_norm_epsilon = float(layer_norm_epsilon)
+        self.gelu_approximate = bool(gelu_approximate)
+
+        policy = self.dtype_policy
+        self.norm_1 = keras.layers.LayerNormalization(
+            epsilon=self.layer_norm_epsilon, name="norm_1", dtype=policy
+        )
+        self.attention = MultiHeadSelfAttention(
+            self.num_heads,
+            attention_dropout_rate=self.attention_dropout_rate,
+            name="attention",
+            dtype=policy,
+        )
+        self.attention_output_dropout = keras.layers.Dropout(
+            self.dropout_rate, name="attention_output_dropout", dtype=policy
+        )
+        self.norm_2 = keras.layers.LayerNormalization(
+            epsilon=self.layer_norm_epsilon, name="norm_2", dtype=policy
+        )
+        # The reference initialises MLP biases from normal(1e-6).
+        self.mlp_dense_1 = keras.layers.Dense(
+            self.mlp_dim,
+            kernel_initializer="glorot_uniform",
+            bias_initializer=keras.initializers.RandomNormal(stddev=1e-6),
+            name="mlp_dense_1",
+            dtype=policy,
+        )
+        self.mlp_dropout_1 = keras.layers.Dropout(
+            self.dropout_rate, name="mlp_dropout_1", dtype=policy
+        )
+        self.mlp_dropout_2 = keras.layers.Dropout(
+            self.dropout_rate, name="mlp_dropout_2", dtype=policy
+        )
+        self.drop_path = DropPath(self.drop_path_rate, name="drop_path", dtype=policy)
+
+    def build(self, input_shape):
+        dim = input_shape[-1]
+        self.norm_1.build(input_shape)
+        self.attention.build(input_shape)
+        self.norm_2.build(input_shape)
+        self.mlp_dense_1.build(input_shape)
+        self.mlp_dense_2 = keras.layers.Dense(
+            dim,
+            kernel_initializer="glorot_uniform",
+            bias_initializer=keras.initializers.RandomNormal(stddev=1e-6),
+            name="mlp_dense_2",
+            dtype=self.dtype_policy,
+        )
+        self.mlp_dense_2.build((*input_shape[:-1], self.mlp_dim))
+
+    def call(self, inputs, training=None, return_attention_scores=False):
+        x = self.norm_1(inputs)
+        if return_attention_scores:
+            x, scores = self.attention(x, training=training, return_attention_scores=True)
+        else:
+            x = self.attention(x, training=training)
+        x = self.attention_output_dropout(x, training=training)
+        x = inputs + self.drop_path(x, training=training)  # (B, N, D)
+
+        y = self.norm_2(x)
+        y = self.mlp_dense_1(y)  # (B, N, mlp_dim)
+        y = ops.gelu(y, approximate=self.gelu_approximate)
+        y = self.mlp_dropout_1(y, training=training)
+        y = self.mlp_dense_2(y)  # (B, N, D)
+        y = self.mlp_dropout_2(y, training=training)
+        outputs = x + self.drop_path(y, training=training)
+        if return_attention_scores:
+            return outputs, scores
+        return outputs
+
+    def compute_output_shape(self, input_shape):
+        return input_shape
+
+    def compute_output_spec(self, inputs, training=None, return_attention_scores=False):
+        outputs = keras.KerasTensor(inputs.shape, dtype=self.compute_dtype)
+        if not return_attention_scores:
+            return outputs
+        batch, length = inputs.shape[0], inputs.shape[1]
+        scores = keras.KerasTensor((batch, self.num_heads, length, length), "float32")
+        return outputs, scores
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "num_heads": self.num_heads,
+                "mlp_dim": self.mlp_dim,
+                "dropout_rate": self.dropout_rate,
+                "attention_dropout_rate": self.attention_dropout_rate,
+                "drop_path_rate": self.drop_path_rate,
+                "layer_norm_epsilon": self.layer_norm_epsilon,
+                "gelu_approximate": self.gelu_approximate,
+            }
+        )
+        return config

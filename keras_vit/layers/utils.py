@@ -1,0 +1,22 @@
+"""Small argument helpers shared by the layers and models."""
+
+from __future__ import annotations
+
+
+def to_pair(value, name: str) -> tuple[int, int]:
+    """Returns `value` as a `(height, width)` pair of positive ints.
+
+    Args:
+        value: An int, or a sequence of two ints.
+        name: The argument's name, used in the error message.
+
+    Raises:
+        ValueError: if `value` is not one or two positive ints.
+    """
+    pair = (value, value) if isinstance(value, int) else tuple(value)
+    if len(pair) != 2 or any(int(v) != v or int(v) <= 0 for v in pair):
+        raise ValueError(
+            f"`{name}` must be a positive int or a pair of positive ints. "
+            f"Received: {name}={value!r}"
+        )
+    return (int(pair[0]), int(pair[1]))

@@ -1,0 +1,25 @@
+"""ViT models: the variant table, the generic constructor and named sizes."""
+
+from keras_vit.models.features import feature_extractor
+from keras_vit.models.resize import with_image_size
+from keras_vit.models.variants import BACKBONES
+from keras_vit.models.variants import VARIANTS
+from keras_vit.models.variants import ModelSpec
+from keras_vit.models.variants import ResNetSpec
+from keras_vit.models.variants import Variant
+from keras_vit.models.variants import parse_variant
+from keras_vit.models.vit import NAMED_MODELS
+from keras_vit.models.vit import R26_ViT_B32
+from keras_vit.models.vit import R26_ViT_S32
+from keras_vit.models.vit import R50_ViT_B16
+from keras_vit.models.vit import R50_ViT_L32
+from keras_vit.models.vit import ViT
+from keras_vit.models.vit import ViT_B8
+from keras_vit.models.vit import ViT_B16
+from keras_vit.models.vit import ViT_B32
+from keras_vit.models.vit import ViT_H14
+from keras_vit.models.vit import ViT_L16
+from keras_vit.models.vit import ViT_L32
+from keras_vit.models.vit import ViT_S16
+from keras_vit.models.vit import ViT_S32
+from keras_vit.models.vit import ViT_Ti16

@@ -1,0 +1,78 @@
+"""Rebuilds a ViT at another input resolution, weights carried over."""
+
+from __future__ import annotations
+
+import keras
+
+from keras_vit.layers import AddPositionEmbedding
+from keras_vit.layers.utils import to_pair
+
+
+def with_image_size(
+    model: keras.Model,
+    image_size: int | tuple[int, int],
+    method: str = "bilinear",
+    align_corners: bool = True,
+) -> keras.Model:
+    """Returns a copy of `model` that takes images of `image_size`.
+
+    The architecture and every weight are kept; only the position-embedding
+    table is resampled to the new patch grid (the class-token row is kept),
+    the paper's recipe for fine-tuning or serving at a higher resolution
+    (§3.2). Works for plain and hybrid models, square or not.
+
+    Args:
+        model: A functional model built by `keras_vit.ViT` (or loaded).
+        image_size: The new input size, an int or `(height, width)`. Must be
+            a multiple of the model's token stride.
+        method: `"bilinear"` (default, the reference) or `"bicubic"`.
+        align_corners: Defaults to `True`, as the reference's
+            `scipy.ndimage.zoom(order=1)`.
+
+    Returns:
+        A new `keras.Model`; `model` is left unchanged.
+
+    Example:
+
+    ```python
+    model_224 = keras_vit.ViT_B16(num_classes=10)
+    model_384 = keras_vit.with_image_size(model_224, 384)
+    ```
+    """
+    new_h, new_w = to_pair(image_size, "image_size")
+    posembs = [layer for layer in model.layers if isinstance(layer, AddPositionEmbedding)]
+    if len(posembs) != 1:
+        raise ValueError(
+            "with_image_size expects a model with exactly one "
+            f"AddPositionEmbedding layer; {model.name!r} has {len(posembs)}."
+        )
+    posemb = posembs[0]
+    old_h, old_w = model.input_shape[1:3]
+    stride_h, stride_w = old_h // posemb.grid_size[0], old_w // posemb.grid_size[1]
+    if new_h % stride_h or new_w % stride_w:
+        raise ValueError(
+            f"image_size={(new_h, new_w)} is not a multiple of the model's token "
+            f"stride {(stride_h, stride_w)}."
+        )
+    new_grid = (new_h // stride_h, new_w // stride_w)
+
+    config = model.get_config()
+    for layer_config in config["layers"]:
+        # Layers are rebuilt from the new input instead of their old shapes.
+        layer_config.pop("build_config", None)
+        if layer_config["class_name"] == "InputLayer":
+            shape = layer_config["config"]["batch_shape"]
+            layer_config["config"]["batch_shape"] = [shape[0], new_h, new_w, *shape[3:]]
+        if layer_config["config"].get("name") == posemb.name:
+            layer_config["config"]["grid_size"] = list(new_grid)
+    resized = model.__class__.from_config(config)
+
+    for layer in model.layers:
+        weights = layer.get_weights()
+        if not weights:
+            continue
+        target = resized.get_layer(layer.name)
+        if layer is posemb:
+            weights = [layer.resampled(new_grid, method, align_corners)]
+        target.set_weights(weights)
+    return resized

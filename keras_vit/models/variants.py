@@ -1,0 +1,151 @@
+"""The variant table and the `"R50+B/16"` variant grammar."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import types
+
+
+@dataclasses.dataclass(frozen=True)
+class Variant:
+    """Architecture of one ViT size (Table 1 of the paper)."""
+
+    hidden_dim: int
+    depth: int
+    mlp_dim: int
+    num_heads: int
+
+
+# B, L, H: Table 1 of arXiv:2010.11929. Ti, S: arXiv:2012.12877 (DeiT), as
+# used by the AugReg checkpoints. "test" is a tiny row for unit tests.
+VARIANTS = types.MappingProxyType(
+    {
+        "test": Variant(hidden_dim=32, depth=2, mlp_dim=64, num_heads=2),
+        "Ti": Variant(hidden_dim=192, depth=12, mlp_dim=768, num_heads=3),
+        "S": Variant(hidden_dim=384, depth=12, mlp_dim=1536, num_heads=6),
+        "B": Variant(hidden_dim=768, depth=12, mlp_dim=3072, num_heads=12),
+        "L": Variant(hidden_dim=1024, depth=24, mlp_dim=4096, num_heads=16),
+        "H": Variant(hidden_dim=1280, depth=32, mlp_dim=5120, num_heads=16),
+    }
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class ResNetSpec:
+    """A BiT ResNet backbone for hybrid models (paper §3.1).
+
+    Attributes:
+        layers: Bottleneck units per stage, e.g. `(3, 4, 9)`. An empty tuple
+            keeps only the stem (7x7/2 convolution and 3x3/2 max-pool).
+        width: Channels of the stem; stage `s` has `width * 2**s` bottleneck
+            channels and four times as many outputs.
+    """
+
+    layers: tuple[int, ...]
+    width: int = 64
+
+    @property
+    def stride(self) -> int:
+        """Total downsampling of the backbone: 4 for the stem, x2 per stage."""
+        return 4 * 2 ** max(len(self.layers) - 1, 0)
+
+    @property
+    def out_channels(self) -> int:
+        if not self.layers:
+            return self.width
+        return self.width * 4 * 2 ** (len(self.layers) - 1)
+
+
+# (name, total stride) -> backbone. The paper's R50 hybrid at /16 drops
+# stage 4 and extends stage 3 to 9 units, keeping the layer count (§3.1).
+BACKBONES = types.MappingProxyType(
+    {
+        ("R50", 16): ResNetSpec((3, 4, 9)),
+        ("R50", 32): ResNetSpec((3, 4, 6, 3)),
+        ("R26", 32): ResNetSpec((2, 2, 2, 2)),
+    }
+)
+
+_VARIANT_PATTERN = re.compile(r"^(?:(R\d+)\+)?([A-Za-z]+)/(\d+)$")
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelSpec:
+    """A parsed variant string: size, patch size and optional backbone.
+
+    `patch_size` is the patch on the model's input for plain ViTs, and on the
+    backbone's feature map for hybrids (`total_stride // backbone.stride`).
+    """
+
+    size: str
+    variant: Variant
+    patch_size: int
+    total_stride: int
+    backbone: ResNetSpec | None
+    backbone_name: str | None
+
+    @property
+    def name(self) -> str:
+        """The default model name, e.g. `"vit_b16"` or `"r50_vit_b16"`."""
+        prefix = "" if self.backbone is None else f"{self.backbone_name.lower()}_"
+        return f"{prefix}vit_{self.size.lower()}{self.total_stride}"
+
+
+def parse_variant(
+    variant: str, backbone: ResNetSpec | tuple[int, ...] | None = None
+) -> ModelSpec:
+    """Parses `"B/16"`, `"L/32"`, `"R50+B/16"`, `"test/8"` into a `ModelSpec`.
+
+    Args:
+        variant: `"<size>/<patch>"`, optionally prefixed with a backbone name
+            (`"R50+"`, `"R26+"`). The number after the slash is the total
+            stride of a token: the patch size of a plain ViT, and backbone
+            stride times patch size of a hybrid.
+        backbone: A custom `ResNetSpec` (or its `layers` tuple) for a hybrid;
+            not allowed together with a backbone name in `variant`.
+
+    Raises:
+        ValueError: for an unknown size or backbone, or a stride the backbone
+            does not divide.
+    """
+    match = _VARIANT_PATTERN.match(variant) if isinstance(variant, str) else None
+    if match is None:
+        raise ValueError(
+            f"Unknown variant {variant!r}. Expected '<size>/<patch>' such as "
+            f"'B/16' or 'R50+B/16', with size one of {sorted(VARIANTS)}."
+        )
+    backbone_name, size, stride = match.group(1), match.group(2), int(match.group(3))
+    if size not in VARIANTS:
+        raise ValueError(
+            f"Unknown variant size {size!r} in {variant!r}. Known sizes: "
+            f"{list(VARIANTS)}."
+        )
+    if backbone_name is not None and backbone is not None:
+        raise ValueError(
+            f"Pass either a backbone in the variant ({variant!r}) or "
+            "`backbone=`, not both."
+        )
+    if backbone_name is not None:
+        if (backbone_name, stride) not in BACKBONES:
+            known = [f"{n}+?/{s}" for n, s in BACKBONES]
+            raise ValueError(
+                f"Unknown hybrid backbone {backbone_name!r} at stride {stride} "
+                f"in {variant!r}. Known: {known}; or pass `backbone=(...)`."
+            )
+        backbone = BACKBONES[(backbone_name, stride)]
+    elif backbone is not None:
+        if not isinstance(backbone, ResNetSpec):
+            backbone = ResNetSpec(tuple(int(n) for n in backbone))
+        backbone_name = "resnet"
+    patch_size = stride
+    if backbone is not None:
+        if stride % backbone.stride:
+            raise ValueError(
+                f"The token stride {stride} of {variant!r} is not a multiple of "
+                f"the backbone's stride {backbone.stride}."
+            )
+        patch_size = stride // backbone.stride
+    return ModelSpec(
+        size, VARIANTS[size], patch_size, stride, backbone, backbone_name
+    )

@@ -1,0 +1,258 @@
+"""The Vision Transformer as a functional Keras model, and its named sizes."""
+
+from __future__ import annotations
+
+import keras
+
+from keras_vit.layers import AddPositionEmbedding
+from keras_vit.layers import ClassToken
+from keras_vit.layers import PatchEmbedding
+from keras_vit.layers import TokenPooling
+from keras_vit.layers import TransformerBlock
+from keras_vit.layers.transformer_block import LAYER_NORM_EPSILON
+from keras_vit.layers.utils import to_pair
+from keras_vit.models.resnet import resnet_features
+from keras_vit.models.variants import ResNetSpec
+from keras_vit.models.variants import parse_variant
+
+
+def ViT(  # noqa: N802
+    variant: str = "B/16",
+    *,
+    num_classes: int = 1000,
+    image_size: int | tuple[int, int] = 224,
+    include_top: bool = True,
+    pooling: str | None = "token",
+    representation_size: int | None = None,
+    class_token: bool = True,
+    dropout_rate: float = 0.0,
+    attention_dropout_rate: float = 0.0,
+    drop_path_rate: float = 0.0,
+    gelu_approximate: bool = False,
+    include_preprocessing: bool = False,
+    classifier_activation: str | None = None,
+    channels: int = 3,
+    backbone: ResNetSpec | tuple[int, ...] | None = None,
+    weights: str | None = None,
+    name: str | None = None,
+) -> keras.Model:
+    """Builds a Vision Transformer (ViT) or a ResNet+ViT hybrid.
+
+    `y = LN(z_L^0)` of the paper: patches are embedded (Eq. 1), a class token
+    and learned position embeddings are added, `depth` pre-LN Transformer
+    blocks follow (Eq. 2-3), then the final LayerNorm, pooling, an optional
+    tanh "pre-logits" layer and a zero-initialised linear head.
+
+    Args:
+        variant: Size and patch, e.g. `"B/16"`, `"L/32"`, `"H/14"`, `"test/8"`,
+            or a hybrid such as `"R50+B/16"`. See `keras_vit.VARIANTS`.
+        num_classes: Classes of the linear head. Defaults to 1000.
+        image_size: Input size, an int or `(height, width)`; must be a multiple
+            of the token stride (the patch size, or backbone stride times patch
+            size for hybrids). Defaults to 224.
+        include_top: Whether to add the classification head. Without it the
+            model returns the pooled representation (after `pre_logits` when
+            there is one), or the whole token sequence when `pooling=None`.
+        pooling: `"token"` (the class token, as in the paper) or `"gap"`
+            (mean of the patch tokens). `None` is allowed only without the top
+            and returns the token sequence `(batch, tokens, hidden_dim)`.
+        representation_size: Width of the tanh "pre-logits" layer used during
+            pre-training. Defaults to `None` (no such layer).
+        class_token: Whether to prepend a class token. Defaults to `True`.
+        dropout_rate: Dropout after the position embedding, the attention and
+            the MLP layers. Defaults to 0.
+        attention_dropout_rate: Dropout on attention probabilities.
+        drop_path_rate: Stochastic depth; block `i` of `L` drops its branches
+            with rate `drop_path_rate * i / (L - 1)`. Defaults to 0.
+        gelu_approximate: `False` (default) for the exact erf GELU of the
+            paper; `True` for the tanh form the JAX reference computes.
+        include_preprocessing: Prepend a layer mapping `[0, 255]` pixels to
+            the `[-1, 1]` range the model expects. Defaults to `False` (the
+            model takes `[-1, 1]` inputs).
+        classifier_activation: Activation of the head, e.g. `"softmax"`.
+            Defaults to `None` (logits).
+        channels: Input channels. Defaults to 3.
+        backbone: A custom hybrid backbone (`ResNetSpec` or its stage tuple).
+        weights: A pretrained tag or a checkpoint path, loaded with
+            `keras_vit.weights.load_weights` (position embeddings resampled
+            to `image_size`, head replaced when `num_classes` differs).
+        name: Model name. Defaults to e.g. `"vit_b16"`.
+
+    Returns:
+        A functional `keras.Model` taking `(batch, height, width, channels)`
+        images named `"images"`.
+
+    Example:
+
+    ```python
+    model = keras_vit.ViT("L/16", num_classes=100, image_size=384)
+    logits = model(np.zeros((1, 384, 384, 3), "float32"))  # (1, 100)
+    ```
+
+    Reference:
+    - [Dosovitskiy et al., 2021](https://arxiv.org/abs/2010.11929).
+    """
+    spec = parse_variant(variant, backbone)
+    image_size = to_pair(image_size, "image_size")
+    _check_arguments(spec, image_size, include_top, pooling, class_token, channels)
+    size = spec.variant
+    num_prefix_tokens = int(class_token)
+    grid = tuple(s // spec.total_stride for s in image_size)
+    policy = keras.config.dtype_policy()
+
+    images = keras.Input((*image_size, channels), name="images")
+    x = images
+    if include_preprocessing:
+        x = keras.layers.Rescaling(1 / 127.5, offset=-1.0, name="preprocessing")(x)
+    if spec.backbone is not None:
+        x = resnet_features(x, spec.backbone)
+    x = PatchEmbedding(size.hidden_dim, spec.patch_size, name="embedding")(x)
+    if class_token:
+        x = ClassToken(name="class_token")(x)
+    x = AddPositionEmbedding(grid, num_prefix_tokens, name="posembed_input")(x)
+    x = keras.layers.Dropout(dropout_rate, name="posembed_dropout")(x)
+    for i in range(size.depth):
+        x = TransformerBlock(
+            num_heads=size.num_heads,
+            mlp_dim=size.mlp_dim,
+            dropout_rate=dropout_rate,
+            attention_dropout_rate=attention_dropout_rate,
+            drop_path_rate=drop_path_rate * i / max(size.depth - 1, 1),
+            gelu_approximate=gelu_approximate,
+            name=f"encoderblock_{i}",
+        )(x)
+    x = keras.layers.LayerNormalization(epsilon=LAYER_NORM_EPSILON, name="encoder_norm")(
+        x
+    )  # (B, N, D)
+
+    if pooling is not None:
+        x = TokenPooling(pooling, num_prefix_tokens, name="pool")(x)  # (B, D)
+        if representation_size is not None:
+            x = keras.layers.Dense(
+                representation_size, activation="tanh", name="pre_logits"
+            )(x)
+    if include_top:
+        # Zero-initialised head: the paper's fine-tuning rule, and the
+        # reference's initialisation. Logits stay float32 under mixed precision.
+        x = keras.layers.Dense(
+            num_classes,
+            kernel_initializer="zeros",
+            bias_initializer="zeros",
+            activation=classifier_activation,
+            dtype="float32" if policy.compute_dtype != "float32" else None,
+            name="head",
+        )(x)
+    model = keras.Model(images, x, name=name or spec.name)
+    if weights is not None:
+        from keras_vit.weights import load_weights
+
+        load_weights(model, weights)
+    return model
+
+
+def _check_arguments(spec, image_size, include_top, pooling, class_token, channels):
+    for size, axis in zip(image_size, ("height", "width")):
+        if size % spec.total_stride:
+            raise ValueError(
+                f"The image {axis} ({size}) is not divisible by the token "
+                f"stride {spec.total_stride} of this model. Use an image size "
+                f"that is a multiple of {spec.total_stride}."
+            )
+    if pooling is None and include_top:
+        raise ValueError(
+            "`pooling=None` returns the token sequence and needs "
+            "`include_top=False`."
+        )
+    if pooling == "token" and not class_token:
+        raise ValueError(
+            "`pooling='token'` needs a class token; use `pooling='gap'` with "
+            "`class_token=False`."
+        )
+    if int(channels) <= 0:
+        raise ValueError(f"`channels` must be positive. Received: channels={channels}")
+
+
+_DOC = """Builds {title}: `keras_vit.ViT("{variant}", **kwargs)`.
+
+    Every keyword argument of `keras_vit.ViT` is accepted.
+
+    Example:
+
+    ```python
+    model = keras_vit.{name}(num_classes=100)
+    ```
+    """
+
+
+def ViT_Ti16(**kwargs) -> keras.Model:  # noqa: N802
+    return ViT("Ti/16", **kwargs)
+
+
+def ViT_S16(**kwargs) -> keras.Model:  # noqa: N802
+    return ViT("S/16", **kwargs)
+
+
+def ViT_S32(**kwargs) -> keras.Model:  # noqa: N802
+    return ViT("S/32", **kwargs)
+
+
+def ViT_B8(**kwargs) -> keras.Model:  # noqa: N802
+    return ViT("B/8", **kwargs)
+
+
+def ViT_B16(**kwargs) -> keras.Model:  # noqa: N802
+    return ViT("B/16", **kwargs)
+
+
+def ViT_B32(**kwargs) -> keras.Model:  # noqa: N802
+    return ViT("B/32", **kwargs)
+
+
+def ViT_L16(**kwargs) -> keras.Model:  # noqa: N802
+    return ViT("L/16", **kwargs)
+
+
+def ViT_L32(**kwargs) -> keras.Model:  # noqa: N802
+    return ViT("L/32", **kwargs)
+
+
+def ViT_H14(**kwargs) -> keras.Model:  # noqa: N802
+    return ViT("H/14", **kwargs)
+
+
+def R26_ViT_S32(**kwargs) -> keras.Model:  # noqa: N802
+    return ViT("R26+S/32", **kwargs)
+
+
+def R26_ViT_B32(**kwargs) -> keras.Model:  # noqa: N802
+    return ViT("R26+B/32", **kwargs)
+
+
+def R50_ViT_B16(**kwargs) -> keras.Model:  # noqa: N802
+    return ViT("R50+B/16", **kwargs)
+
+
+def R50_ViT_L32(**kwargs) -> keras.Model:  # noqa: N802
+    return ViT("R50+L/32", **kwargs)
+
+
+# One constructor per row of the model zoo: name -> variant string.
+NAMED_MODELS = {
+    "ViT_Ti16": "Ti/16",
+    "ViT_S16": "S/16",
+    "ViT_S32": "S/32",
+    "ViT_B8": "B/8",
+    "ViT_B16": "B/16",
+    "ViT_B32": "B/32",
+    "ViT_L16": "L/16",
+    "ViT_L32": "L/32",
+    "ViT_H14": "H/14",
+    "R26_ViT_S32": "R26+S/32",
+    "R26_ViT_B32": "R26+B/32",
+    "R50_ViT_B16": "R50+B/16",
+    "R50_ViT_L32": "R50+L/32",
+}
+
+for _name, _variant in NAMED_MODELS.items():
+    _title = ("ResNet+" if "+" in _variant else "") + f"ViT-{_variant.split('+')[-1]}"
+    globals()[_name].__doc__ = _DOC.format(title=_title, variant=_variant, name=_name)
