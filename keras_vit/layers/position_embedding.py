@@ -100,7 +100,7 @@ class AddPositionEmbedding(keras.layers.Layer):
         otherwise. See `keras_vit.resample_position_embedding`.
         """
         return resample_position_embedding(
-            keras.ops.convert_to_numpy(self.embedding),
+            self.embedding.numpy(),
             new_grid_size,
             old_grid_size=self.grid_size,
             num_prefix_tokens=self.num_prefix_tokens,

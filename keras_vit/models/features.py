@@ -72,7 +72,7 @@ def feature_extractor(
         outputs[f"block_{index}"] = model.get_layer(names[index]).output
     if not outputs:
         raise ValueError("Nothing to extract: every output was turned off.")
-    return keras.Model(model.inputs, outputs, name=f"{model.name}_features")
+    return keras.Model(model.input, outputs, name=f"{model.name}_features")
 
 
 def _first_layer(model: keras.Model, names: tuple[str, ...]):

@@ -1,0 +1,131 @@
+"""`export`: a ViT as a SavedModel for TF Serving, written atomically.
+
+The layout TF Serving watches is `<base>/<name>/<version>/`, with a numeric
+version. `export` writes the SavedModel into a hidden temporary directory next
+to the target (which TF Serving ignores, its name not being a number) and
+renames it into place only once it is complete, so a server never loads a
+half-written version.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import shutil
+from collections.abc import Sequence
+
+import keras
+import tensorflow as tf
+
+import keras_vit
+from keras_vit.export import files
+from keras_vit.export.signatures import ServingGraph
+from keras_vit.export.signatures import build_archive
+from keras_vit.layers.utils import to_pair
+from keras_vit.models.resize import with_image_size
+
+METADATA_FILE = "assets.extra/keras_vit_export.json"
+
+
+def export(
+    model: keras.Model,
+    path: str | os.PathLike,
+    *,
+    class_names: Sequence[str] | None = None,
+    top_k: int = 5,
+    overwrite: bool = False,
+    image_size: int | tuple[int, int] | None = None,
+    crop_fraction: float = 1.0,
+) -> pathlib.Path:
+    """Exports a ViT as a SavedModel with serving signatures.
+
+    The SavedModel needs neither `keras_vit` nor Keras to run: TF Serving,
+    `tf.saved_model.load` or any TensorFlow runtime serves it. Signatures
+    (see `keras_vit.export.signatures` for the full table):
+
+    - `serving_default`: `images` uint8 `(batch, H, W, 3)` ->
+      `logits`, `probabilities`.
+    - `serving_float`: the same with float32 pixels in `[0, 255]`.
+    - `serving_bytes`: `image_bytes` string `(batch,)` of encoded images ->
+      `probabilities`, `top_k_classes`, `top_k_scores` (and `top_k_names`
+      when `class_names` is given). Images are decoded and resized as in
+      evaluation (`keras_vit.data.transforms.eval_resize`).
+    - `features`: `images` uint8 -> `pooled`, the image representation.
+
+    Preprocessing (`[0, 255]` -> `[-1, 1]`) is part of the graph. A small
+    JSON description of the export (image size, classes, signatures) is
+    written to `assets.extra/keras_vit_export.json`.
+
+    Args:
+        model: A model built by `keras_vit.ViT` (or loaded from `.keras`).
+        path: The version directory, e.g. `"saved_models/vit_b16/1"`.
+        class_names: Optional class names, one per class.
+        top_k: Classes returned by `serving_bytes`; clipped to the number of
+            classes. Defaults to 5.
+        overwrite: Replace an existing export at `path`. Defaults to `False`:
+            an existing directory raises `FileExistsError`.
+        image_size: Serve at another resolution, an int or `(height, width)`.
+            The model is rebuilt with `keras_vit.with_image_size`, position
+            embeddings resampled. Defaults to the model's own size.
+        crop_fraction: Central crop of decoded images before the resize, in
+            `(0, 1]`. Defaults to 1.0 (plain resize, as the reference's
+            evaluation).
+
+    Returns:
+        The path of the written SavedModel.
+
+    Raises:
+        FileExistsError: if `path` exists and `overwrite` is `False`.
+        ValueError: for a model that cannot be served this way, or bad
+            arguments.
+
+    Example:
+
+    ```python
+    model = keras_vit.ViT_B16(num_classes=10)
+    export(model, "saved_models/vit_b16/1", class_names=names)
+    export(model, "saved_models/vit_b16_384/1", image_size=384)
+    ```
+    """
+    path = pathlib.Path(path)
+    files.check_target(path, overwrite, is_dir=True)
+    if image_size is not None and to_pair(image_size, "image_size") != tuple(
+        model.input_shape[1:3]
+    ):
+        model = with_image_size(model, image_size)
+    # Everything that can fail on the model or the arguments fails here,
+    # before anything is written.
+    graph = ServingGraph(model, class_names, top_k, crop_fraction)
+    archive = build_archive(graph)
+
+    staging = files.staging_dir(path)
+    try:
+        archive.write_out(str(staging), verbose=False)
+        _write_metadata(graph, staging)
+        files.move_into_place(staging, path, overwrite)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return path
+
+
+def metadata(graph: ServingGraph) -> dict:
+    """Returns the JSON-able description written next to the SavedModel."""
+    return {
+        "model_name": graph.model.name,
+        "image_size": list(graph.image_size),
+        "num_classes": graph.num_classes,
+        "class_names": list(graph.class_names) if graph.class_names else None,
+        "top_k": graph.top_k,
+        "crop_fraction": graph.crop_fraction,
+        "input_range": "[0, 255]; mapped to [-1, 1] inside the graph",
+        "signatures": sorted(graph.functions()),
+        "keras_vit_version": keras_vit.__version__,
+        "tensorflow_version": tf.__version__,
+    }
+
+
+def _write_metadata(graph: ServingGraph, directory: pathlib.Path):
+    target = directory / METADATA_FILE
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(json.dumps(metadata(graph), indent=2) + "\n")

@@ -1,0 +1,223 @@
+"""The serving signatures: what an exported ViT takes and returns.
+
+Every signature runs the same graph: pixels in `[0, 255]` are mapped to the
+model's `[-1, 1]` range inside the graph, one forward pass gives the pooled
+representation, and the head's affine map gives the logits. Clients never
+need to know the normalisation.
+
+| signature | input (dtype, shape) | outputs (dtype, shape) |
+|---|---|---|
+| `serving_default` | `images` uint8 `(batch, H, W, 3)` | `logits`, `probabilities` float32 `(batch, classes)` |
+| `serving_float` | `images` float32 `(batch, H, W, 3)`, in `[0, 255]` | same as `serving_default` |
+| `serving_bytes` | `image_bytes` string `(batch,)`: JPEG/PNG/GIF/BMP/WebP | `probabilities` float32 `(batch, classes)`, `top_k_classes` int32 `(batch, k)`, `top_k_scores` float32 `(batch, k)`, `top_k_names` string `(batch, k)` (with class names) |
+| `features` | `images` uint8 `(batch, H, W, 3)` | `pooled` float32 `(batch, dim)` |
+
+A model without a head (`include_top=False`) serves its representation:
+every signature then returns `pooled` only.
+"""  # noqa: E501
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import keras
+import tensorflow as tf
+
+from keras_vit.data.transforms import decode_image
+from keras_vit.data.transforms import eval_resize
+from keras_vit.data.transforms import to_model_range
+from keras_vit.models.features import feature_extractor
+
+SERVING_DEFAULT = "serving_default"
+SERVING_FLOAT = "serving_float"
+SERVING_BYTES = "serving_bytes"
+FEATURES = "features"
+SIGNATURE_NAMES = (SERVING_DEFAULT, SERVING_FLOAT, SERVING_BYTES, FEATURES)
+
+# The head's activation -> how probabilities are computed from the logits.
+_PROBABILITIES = {"linear": tf.nn.softmax, "softmax": tf.nn.softmax, "sigmoid": tf.sigmoid}
+
+
+class ServingGraph:
+    """The computation behind every signature of an exported model.
+
+    Args:
+        model: A classifier (or headless model with pooling) built by
+            `keras_vit.ViT`, at the resolution to serve.
+        class_names: Optional names, one per class; adds `top_k_names` to
+            `serving_bytes`.
+        top_k: Classes reported by `serving_bytes` (clipped to the number of
+            classes). Defaults to 5.
+        crop_fraction: Central crop applied to decoded images before the
+            resize, see `keras_vit.data.transforms.eval_resize`. Defaults to
+            1.0 (plain resize, as the reference's evaluation).
+    """
+
+    def __init__(
+        self,
+        model: keras.Model,
+        class_names: Sequence[str] | None = None,
+        top_k: int = 5,
+        crop_fraction: float = 1.0,
+    ):
+        if len(model.inputs) != 1 or len(model.input_shape) != 4:
+            raise ValueError(
+                f"{model.name!r} must take one (batch, height, width, channels) "
+                f"input. Received input_shape={model.input_shape}."
+            )
+        height, width, channels = model.input_shape[1:]
+        if channels != 3:
+            raise ValueError(f"Exports serve RGB images; {model.name!r} has {channels} channels.")
+        if int(top_k) < 1:
+            raise ValueError(f"`top_k` must be >= 1. Received: top_k={top_k}")
+        if not 0.0 < float(crop_fraction) <= 1.0:
+            raise ValueError(f"`crop_fraction` must be in (0, 1]. Received: {crop_fraction}")
+        self.model = model
+        self.image_size = (int(height), int(width))
+        self.crop_fraction = float(crop_fraction)
+        # One functional model over the same layers gives the representation;
+        # the logits follow from it through the head's weights.
+        self.features_model = feature_extractor(model, blocks=None, include_tokens=False)
+        self.head = _find_layer(model, "head")
+        self.includes_preprocessing = _find_layer(model, "preprocessing") is not None
+        self.num_classes = None
+        self.probabilities_fn = None
+        if self.head is not None:
+            self._check_head()
+            self.num_classes = int(self.head.units)
+        self.class_names = self._check_class_names(class_names)
+        self.top_k = min(int(top_k), self.num_classes or 1)
+
+    def _check_head(self):
+        pooled = self.features_model.outputs[0]
+        if not isinstance(self.head, keras.layers.Dense) or self.head.input is not pooled:
+            raise ValueError(
+                f"The 'head' layer of {self.model.name!r} must be a Dense layer "
+                "applied to the pooled representation (as `keras_vit.ViT` builds it)."
+            )
+        activation = keras.activations.serialize(self.head.activation)
+        if activation not in _PROBABILITIES:
+            raise ValueError(
+                f"Cannot serve a head with activation {activation!r}; expected "
+                f"one of {sorted(_PROBABILITIES)}."
+            )
+        self.probabilities_fn = _PROBABILITIES[activation]
+
+    def _check_class_names(self, class_names):
+        if class_names is None:
+            return None
+        if self.num_classes is None:
+            raise ValueError("`class_names` needs a model with a classification head.")
+        if isinstance(class_names, str):
+            raise ValueError("`class_names` must be a sequence of strings, not a string.")
+        class_names = tuple(str(name) for name in class_names)
+        if len(class_names) != self.num_classes:
+            raise ValueError(
+                f"Received {len(class_names)} class names for a model with "
+                f"{self.num_classes} classes."
+            )
+        return class_names
+
+    # Input specs -------------------------------------------------------------
+
+    def input_signatures(self) -> dict[str, list[tf.TensorSpec]]:
+        """Returns each signature's input specs, by signature name."""
+        height, width = self.image_size
+        uint8 = tf.TensorSpec((None, height, width, 3), tf.uint8, name="images")
+        float32 = tf.TensorSpec((None, height, width, 3), tf.float32, name="images")
+        encoded = tf.TensorSpec((None,), tf.string, name="image_bytes")
+        return {
+            SERVING_DEFAULT: [uint8],
+            SERVING_FLOAT: [float32],
+            SERVING_BYTES: [encoded],
+            FEATURES: [uint8],
+        }
+
+    def functions(self) -> dict:
+        """Returns each signature's Python function, by signature name."""
+        return {
+            SERVING_DEFAULT: self.serving_default,
+            SERVING_FLOAT: self.serving_float,
+            SERVING_BYTES: self.serving_bytes,
+            FEATURES: self.features,
+        }
+
+    # The computation ---------------------------------------------------------
+
+    def pooled(self, pixels: tf.Tensor) -> tf.Tensor:
+        """`(B, H, W, 3)` pixels in `[0, 255]` -> `(B, D)` float32."""
+        pixels = tf.cast(pixels, tf.float32)
+        # A model with a `preprocessing` layer maps [0, 255] itself.
+        x = pixels if self.includes_preprocessing else to_model_range(pixels)
+        pooled = self.features_model(x, training=False)["pooled"]
+        return tf.cast(pooled, tf.float32)  # (B, D)
+
+    def classify(self, pixels: tf.Tensor) -> dict[str, tf.Tensor]:
+        """`(B, H, W, 3)` pixels in `[0, 255]` -> logits and probabilities."""
+        pooled = self.pooled(pixels)
+        if self.head is None:
+            return {"pooled": pooled}
+        # The head without its activation: logits even for a softmax head.
+        kernel = tf.cast(self.head.kernel, tf.float32)
+        logits = tf.matmul(pooled, kernel)  # (B, K)
+        if self.head.use_bias:
+            logits = logits + tf.cast(self.head.bias, tf.float32)
+        return {"logits": logits, "probabilities": self.probabilities_fn(logits)}
+
+    def decode(self, image_bytes: tf.Tensor) -> tf.Tensor:
+        """`(B,)` encoded images -> `(B, H, W, 3)` float32 pixels in `[0, 255]`."""
+        height, width = self.image_size
+
+        def load(contents):
+            image = decode_image(contents)
+            return eval_resize(image, self.image_size, self.crop_fraction)
+
+        return tf.map_fn(
+            load,
+            image_bytes,
+            fn_output_signature=tf.TensorSpec((height, width, 3), tf.float32),
+        )
+
+    # The signatures ----------------------------------------------------------
+
+    def serving_default(self, images: tf.Tensor) -> dict[str, tf.Tensor]:
+        return self.classify(images)
+
+    def serving_float(self, images: tf.Tensor) -> dict[str, tf.Tensor]:
+        return self.classify(images)
+
+    def serving_bytes(self, image_bytes: tf.Tensor) -> dict[str, tf.Tensor]:
+        outputs = self.classify(self.decode(image_bytes))
+        if self.head is None:
+            return outputs
+        probabilities = outputs["probabilities"]
+        scores, classes = tf.math.top_k(probabilities, k=self.top_k)  # (B, k)
+        result = {
+            "probabilities": probabilities,
+            "top_k_classes": classes,
+            "top_k_scores": scores,
+        }
+        if self.class_names is not None:
+            names = tf.constant(self.class_names, dtype=tf.string)
+            result["top_k_names"] = tf.gather(names, classes)
+        return result
+
+    def features(self, images: tf.Tensor) -> dict[str, tf.Tensor]:
+        return {"pooled": self.pooled(images)}
+
+
+def build_archive(graph: ServingGraph) -> keras.export.ExportArchive:
+    """Returns a `keras.export.ExportArchive` with every signature added."""
+    archive = keras.export.ExportArchive()
+    archive.track(graph.model)
+    specs = graph.input_signatures()
+    for name, fn in graph.functions().items():
+        archive.add_endpoint(name, fn, input_signature=specs[name])
+    return archive
+
+
+def _find_layer(model: keras.Model, name: str):
+    for layer in model.layers:
+        if layer.name == name:
+            return layer
+    return None

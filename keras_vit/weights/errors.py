@@ -1,0 +1,38 @@
+"""The errors `keras_vit.weights` raises for checkpoints it cannot load."""
+
+from __future__ import annotations
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that does not fit the model, or cannot be read.
+
+    Raised for a missing, unexpected or mis-shaped key (the message names each
+    key with the checkpoint's and the model's shape), a pickled or corrupt
+    file, or an unknown key layout. The model's weights are never changed
+    when it is raised.
+
+    Attributes:
+        missing: Checkpoint keys the model needs and the file lacks.
+        unexpected: Keys in the file that the model has no place for.
+        mismatched: `{key: (checkpoint_shape, model_shape)}`.
+    """
+
+    def __init__(self, message, *, missing=(), unexpected=(), mismatched=None):
+        super().__init__(message)
+        self.missing = list(missing)
+        self.unexpected = list(unexpected)
+        self.mismatched = dict(mismatched or {})
+
+
+class VariantMismatchError(CheckpointError):
+    """The checkpoint is another architecture (e.g. a B/16 file, L/16 model).
+
+    Detected from the checkpoint's shapes before any weight is changed.
+    """
+
+
+class WeightsNotFoundError(FileNotFoundError):
+    """A known pretrained tag whose file is not cached and cannot be fetched.
+
+    The message names the file and the directory to put it in.
+    """

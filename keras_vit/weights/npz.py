@@ -1,0 +1,236 @@
+"""The original `.npz` checkpoint layout and how it maps onto our models.
+
+The reference implementation (google-research/vision_transformer) saves its
+parameters as a plain `numpy.savez` archive whose keys are `/`-joined Flax
+parameter paths: `embedding/kernel`, `cls`,
+`Transformer/encoderblock_0/MultiHeadDotProductAttention_1/query/kernel`, ...
+That layout is the common language of `keras_vit.weights`: the safetensors
+readers translate timm and Hugging Face checkpoints into it, and one rename
+table (`RENAMES`) maps it onto the variables of a `keras_vit` model. Because
+Keras kernels use the same axis order as Flax, every weight is a copy; the
+only reshaping is the stacking of the separate `query`/`key`/`value` kernels
+into the fused `qkv_kernel` of `MultiHeadSelfAttention`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import zipfile
+
+import keras
+import numpy as np
+
+from keras_vit.weights.errors import CheckpointError
+
+# One row per weight: (checkpoint key template, variable path template, part).
+# `part` is None for a one-to-one copy, or `(axis, index)` when several
+# checkpoint arrays are stacked along `axis` of one variable. Placeholders:
+# {i} block index, {s}/{u} ResNet stage/unit, {conv}/{gn} unit sub-layer.
+RENAMES = (
+    ("embedding/kernel", "embedding/kernel", None),
+    ("embedding/bias", "embedding/bias", None),
+    ("cls", "class_token/token", None),
+    ("Transformer/posembed_input/pos_embedding", "posembed_input/embedding", None),
+    ("Transformer/encoderblock_{i}/LayerNorm_0/scale", "encoderblock_{i}/norm_1/gamma", None),
+    ("Transformer/encoderblock_{i}/LayerNorm_0/bias", "encoderblock_{i}/norm_1/beta", None),
+    ("Transformer/encoderblock_{i}/MultiHeadDotProductAttention_1/query/kernel",
+     "encoderblock_{i}/attention/qkv_kernel", (1, 0)),
+    ("Transformer/encoderblock_{i}/MultiHeadDotProductAttention_1/key/kernel",
+     "encoderblock_{i}/attention/qkv_kernel", (1, 1)),
+    ("Transformer/encoderblock_{i}/MultiHeadDotProductAttention_1/value/kernel",
+     "encoderblock_{i}/attention/qkv_kernel", (1, 2)),
+    ("Transformer/encoderblock_{i}/MultiHeadDotProductAttention_1/query/bias",
+     "encoderblock_{i}/attention/qkv_bias", (0, 0)),
+    ("Transformer/encoderblock_{i}/MultiHeadDotProductAttention_1/key/bias",
+     "encoderblock_{i}/attention/qkv_bias", (0, 1)),
+    ("Transformer/encoderblock_{i}/MultiHeadDotProductAttention_1/value/bias",
+     "encoderblock_{i}/attention/qkv_bias", (0, 2)),
+    ("Transformer/encoderblock_{i}/MultiHeadDotProductAttention_1/out/kernel",
+     "encoderblock_{i}/attention/out_kernel", None),
+    ("Transformer/encoderblock_{i}/MultiHeadDotProductAttention_1/out/bias",
+     "encoderblock_{i}/attention/out_bias", None),
+    ("Transformer/encoderblock_{i}/LayerNorm_2/scale", "encoderblock_{i}/norm_2/gamma", None),
+    ("Transformer/encoderblock_{i}/LayerNorm_2/bias", "encoderblock_{i}/norm_2/beta", None),
+    ("Transformer/encoderblock_{i}/MlpBlock_3/Dense_0/kernel",
+     "encoderblock_{i}/mlp_dense_1/kernel", None),
+    ("Transformer/encoderblock_{i}/MlpBlock_3/Dense_0/bias",
+     "encoderblock_{i}/mlp_dense_1/bias", None),
+    ("Transformer/encoderblock_{i}/MlpBlock_3/Dense_1/kernel",
+     "encoderblock_{i}/mlp_dense_2/kernel", None),
+    ("Transformer/encoderblock_{i}/MlpBlock_3/Dense_1/bias",
+     "encoderblock_{i}/mlp_dense_2/bias", None),
+    ("Transformer/encoder_norm/scale", "encoder_norm/gamma", None),
+    ("Transformer/encoder_norm/bias", "encoder_norm/beta", None),
+    ("pre_logits/kernel", "pre_logits/kernel", None),
+    ("pre_logits/bias", "pre_logits/bias", None),
+    ("head/kernel", "head/kernel", None),
+    ("head/bias", "head/bias", None),
+    # The BiT ResNet of the hybrids: `block1/unit1/conv1` -> `block1_unit1_conv1`.
+    ("conv_root/kernel", "conv_root/kernel", None),
+    ("gn_root/scale", "gn_root/gamma", None),
+    ("gn_root/bias", "gn_root/beta", None),
+    ("block{s}/unit{u}/{conv}/kernel", "block{s}_unit{u}_{conv}/kernel", None),
+    ("block{s}/unit{u}/{gn}/scale", "block{s}_unit{u}_{gn}/gamma", None),
+    ("block{s}/unit{u}/{gn}/bias", "block{s}_unit{u}_{gn}/beta", None),
+)  # fmt: skip
+
+_PLACEHOLDERS = {
+    "i": r"\d+",
+    "s": r"\d+",
+    "u": r"\d+",
+    "conv": r"conv(?:1|2|3|_proj)",
+    "gn": r"gn(?:1|2|3|_proj)",
+}
+
+POSEMB_KEY = "Transformer/posembed_input/pos_embedding"
+HEAD_KEYS = ("head/kernel", "head/bias")
+PRE_LOGITS_KEYS = ("pre_logits/kernel", "pre_logits/bias")
+
+
+def _compile(template: str) -> re.Pattern:
+    pattern = re.escape(template)
+    for name, regex in _PLACEHOLDERS.items():
+        pattern = pattern.replace(re.escape("{" + name + "}"), f"(?P<{name}>{regex})")
+    return re.compile(f"^{pattern}$")
+
+
+_RULES = tuple(
+    (_compile(key), key, _compile(path), path, part) for key, path, part in RENAMES
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class Target:
+    """Where one checkpoint array goes in a model.
+
+    Attributes:
+        path: The variable's path, e.g. `"encoderblock_0/attention/qkv_kernel"`.
+        part: `None`, or `(axis, index)` when the array is one slice of the
+            variable along `axis` (the stacked query/key/value).
+        shape: The shape the checkpoint array must have.
+    """
+
+    path: str
+    part: tuple[int, int] | None
+    shape: tuple[int, ...]
+
+
+def checkpoint_layout(model: keras.Model) -> tuple[dict[str, Target], list[str]]:
+    """The checkpoint keys (original `.npz` names) that `model` expects.
+
+    Args:
+        model: A model built by `keras_vit.ViT`.
+
+    Returns:
+        `(layout, unmapped)`: `layout` maps each expected checkpoint key to its
+        `Target`; `unmapped` lists model variable paths that no checkpoint key
+        can fill (layers `keras_vit` did not create).
+    """
+    layout, unmapped = {}, []
+    for variable in model.weights:
+        shape = tuple(int(d) for d in variable.shape)
+        found = False
+        for _, key_template, path_regex, _, part in _RULES:
+            match = path_regex.match(variable.path)
+            if match is None:
+                continue
+            found = True
+            key = key_template.format(**match.groupdict())
+            key_shape = shape
+            if part is not None:
+                axis, _ = part
+                key_shape = shape[:axis] + shape[axis + 1 :]
+            layout[key] = Target(variable.path, part, key_shape)
+        if not found:
+            unmapped.append(variable.path)
+    return layout, unmapped
+
+
+def variable_path(key: str) -> str | None:
+    """The model variable path a checkpoint key maps to, or `None`."""
+    for key_regex, _, _, path_template, _ in _RULES:
+        match = key_regex.match(key)
+        if match is not None:
+            return path_template.format(**match.groupdict())
+    return None
+
+
+def read_npz(path: str | os.PathLike) -> dict[str, np.ndarray]:
+    """Reads an original-layout `.npz` checkpoint, never unpickling.
+
+    Args:
+        path: The `.npz` file.
+
+    Returns:
+        `{key: array}`, with legacy `(1, 1, 1, C)` GroupNorm parameters
+        flattened to `(C,)` (see `normalize`).
+
+    Raises:
+        CheckpointError: if the file is not a readable `.npz` archive, or an
+            array in it is stored as pickled Python objects.
+    """
+    path = os.fspath(path)
+    try:
+        archive = np.load(path, allow_pickle=False)
+    except ValueError as error:  # a pickled `np.save` file
+        raise CheckpointError(
+            f"{path!r} contains pickled data. Checkpoints are loaded with "
+            "allow_pickle=False, so that opening a file cannot run code; "
+            "re-save it with `np.savez(path, **arrays)` from plain arrays."
+        ) from error
+    except (OSError, EOFError, zipfile.BadZipFile) as error:
+        raise CheckpointError(
+            f"{path!r} is not a readable .npz archive ({error}). The file may "
+            "be truncated or corrupt; download it again."
+        ) from error
+    if not isinstance(archive, np.lib.npyio.NpzFile):
+        raise CheckpointError(
+            f"{path!r} holds a single array, not an .npz archive of named "
+            "checkpoint arrays."
+        )
+    params = {}
+    with archive:
+        for key in archive.files:
+            try:
+                params[key] = archive[key]
+            except ValueError as error:
+                raise CheckpointError(
+                    f"The array {key!r} in {path!r} is a pickled object array; "
+                    "it is refused (allow_pickle=False)."
+                ) from error
+            except (OSError, EOFError, zipfile.BadZipFile, zipfile.LargeZipFile) as error:
+                raise CheckpointError(
+                    f"The array {key!r} in {path!r} cannot be read ({error}); "
+                    "the file is corrupt."
+                ) from error
+    return normalize(params)
+
+
+def normalize(params: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Brings older variants of the original layout to the current one.
+
+    Flax before 0.3.6 stored GroupNorm `scale`/`bias` as `(1, 1, 1, C)`; they
+    are flattened to `(C,)`. Keys and all other arrays are unchanged.
+
+    Args:
+        params: `{key: array}` in the original layout.
+
+    Returns:
+        A new dict.
+    """
+    out = {}
+    for key, value in params.items():
+        value = np.asarray(value)
+        leaf = key.split("/")
+        if (
+            len(leaf) >= 2
+            and leaf[-2].startswith("gn")
+            and leaf[-1] in ("scale", "bias")
+            and value.ndim == 4
+            and value.shape[:3] == (1, 1, 1)
+        ):
+            value = value.reshape(-1)
+        out[key] = value
+    return out

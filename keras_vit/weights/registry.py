@@ -1,0 +1,292 @@
+"""The known pretrained checkpoints, and where to find them on disk.
+
+Every checkpoint is an original `.npz` file from the public `vit_models`
+bucket of google-research/vision_transformer:
+
+- `imagenet21k`: the paper's ImageNet-21k pre-training (21,843 classes, with
+  the `pre_logits` layer; the L/32 and H/14 heads were zeroed by the
+  authors, so use them for fine-tuning).
+- `imagenet21k+imagenet2012`: those models fine-tuned on ImageNet-1k at
+  384 px; `imagenet21k+imagenet2012_224` at 224 px (B/16, L/16).
+- `augreg_in21k`, `augreg_in21k_ft_in1k`, `augreg_in21k_ft_in1k_384`: the
+  "How to train your ViT?" (AugReg) checkpoints, pre-trained on
+  ImageNet-21k, and fine-tuned on ImageNet-1k at 224 or 384 px.
+
+A file is looked up in the Keras cache (`$KERAS_HOME/keras_vit/`, by
+default `~/.keras/keras_vit/`), downloaded there with
+`keras.utils.get_file` when it is missing, and when that fails (offline)
+a `WeightsNotFoundError` says which file to put in which directory.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+
+import keras
+
+from keras_vit.weights.errors import WeightsNotFoundError
+
+BASE_URL = "https://storage.googleapis.com/vit_models"
+CACHE_SUBDIR = "keras_vit"
+IMAGENET21K_CLASSES = 21843
+IMAGENET1K_CLASSES = 1000
+
+
+@dataclasses.dataclass(frozen=True)
+class PretrainedWeights:
+    """One known checkpoint.
+
+    Attributes:
+        tag: The name passed as `weights=`, e.g. `"imagenet21k"`.
+        variant: The `keras_vit.ViT` variant, e.g. `"B/16"`.
+        file_name: The file's name in the cache directory.
+        url: Where it is downloaded from.
+        image_size: The resolution it was trained at (its position-embedding
+            grid is `image_size / patch`).
+        num_classes: Classes of its head.
+        representation_size: Width of its `pre_logits` layer, or `None`.
+        sha256: The file's SHA-256, or `None` where it is not known.
+    """
+
+    tag: str
+    variant: str
+    file_name: str
+    url: str
+    image_size: int
+    num_classes: int
+    representation_size: int | None = None
+    sha256: str | None = None
+
+
+def _original(tag, variant, name, image_size, num_classes, representation_size):
+    folder = "imagenet21k" if tag == "imagenet21k" else "imagenet21k+imagenet2012"
+    return PretrainedWeights(
+        tag=tag,
+        variant=variant,
+        file_name=f"{folder}_{name}.npz",
+        url=f"{BASE_URL}/{folder}/{name}.npz",
+        image_size=image_size,
+        num_classes=num_classes,
+        representation_size=representation_size,
+    )
+
+
+def _augreg(tag, variant, name, image_size, num_classes):
+    return PretrainedWeights(
+        tag=tag,
+        variant=variant,
+        file_name=f"{name}.npz",
+        url=f"{BASE_URL}/augreg/{name}.npz",
+        image_size=image_size,
+        num_classes=num_classes,
+    )
+
+
+_I1K = "--imagenet2012-steps_20k"
+# (variant, upstream AugReg run, fine-tune learning rate at 224, at 384).
+# The run names are those of the bucket, as listed by the AugReg release.
+_AUGREG = (
+    ("Ti/16", "Ti_16-i21k-300ep-lr_0.001-aug_none-wd_0.03-do_0.0-sd_0.0",
+     "0.03", "0.03"),
+    ("S/16", "S_16-i21k-300ep-lr_0.001-aug_light1-wd_0.03-do_0.0-sd_0.0",
+     "0.03", "0.03"),
+    ("S/32", "S_32-i21k-300ep-lr_0.001-aug_light1-wd_0.03-do_0.0-sd_0.0",
+     "0.03", "0.03"),
+    ("B/16", "B_16-i21k-300ep-lr_0.001-aug_medium1-wd_0.1-do_0.0-sd_0.0",
+     "0.01", "0.01"),
+    ("B/8", "B_8-i21k-300ep-lr_0.001-aug_medium1-wd_0.1-do_0.0-sd_0.0",
+     "0.01", None),
+    ("L/16", "L_16-i21k-300ep-lr_0.001-aug_medium1-wd_0.1-do_0.1-sd_0.1",
+     "0.01", "0.01"),
+)  # fmt: skip
+
+# Fine-tuned files whose upstream run differs from the pre-trained one above.
+_AUGREG_EXTRA = (
+    ("augreg_in21k", "B/32", "B_32-i21k-300ep-lr_0.001-aug_medium1-wd_0.03-do_0.0-sd_0.0",
+     224, IMAGENET21K_CLASSES),
+    ("augreg_in21k_ft_in1k", "B/32",
+     "B_32-i21k-300ep-lr_0.001-aug_medium1-wd_0.03-do_0.0-sd_0.0" + _I1K + "-lr_0.03-res_224",
+     224, IMAGENET1K_CLASSES),
+    ("augreg_in21k_ft_in1k_384", "B/32",
+     "B_32-i21k-300ep-lr_0.001-aug_light1-wd_0.1-do_0.0-sd_0.0" + _I1K + "-lr_0.03-res_384",
+     384, IMAGENET1K_CLASSES),
+    ("augreg_in21k", "R26+S/32", "R26_S_32-i21k-300ep-lr_0.001-aug_light1-wd_0.1-do_0.0-sd_0.0",
+     224, IMAGENET21K_CLASSES),
+    ("augreg_in21k_ft_in1k", "R26+S/32",
+     "R26_S_32-i21k-300ep-lr_0.001-aug_light0-wd_0.03-do_0.1-sd_0.1" + _I1K + "-lr_0.03-res_224",
+     224, IMAGENET1K_CLASSES),
+    ("augreg_in21k_ft_in1k_384", "R26+S/32",
+     "R26_S_32-i21k-300ep-lr_0.001-aug_light1-wd_0.1-do_0.0-sd_0.0" + _I1K + "-lr_0.01-res_384",
+     384, IMAGENET1K_CLASSES),
+    ("augreg_in21k", "R50+L/32", "R50_L_32-i21k-300ep-lr_0.001-aug_medium1-wd_0.1-do_0.1-sd_0.1",
+     224, IMAGENET21K_CLASSES),
+    ("augreg_in21k_ft_in1k", "R50+L/32",
+     "R50_L_32-i21k-300ep-lr_0.001-aug_medium1-wd_0.1-do_0.1-sd_0.1" + _I1K + "-lr_0.01-res_224",
+     224, IMAGENET1K_CLASSES),
+    ("augreg_in21k_ft_in1k_384", "R50+L/32",
+     "R50_L_32-i21k-300ep-lr_0.001-aug_medium1-wd_0.1-do_0.1-sd_0.1" + _I1K + "-lr_0.01-res_384",
+     384, IMAGENET1K_CLASSES),
+)  # fmt: skip
+
+
+def _build_table() -> tuple[PretrainedWeights, ...]:
+    table = []
+    # The paper's checkpoints: (variant, file stem, pre-logits width).
+    for variant, name, width in (
+        ("B/16", "ViT-B_16", 768),
+        ("B/32", "ViT-B_32", 768),
+        ("L/16", "ViT-L_16", 1024),
+        ("L/32", "ViT-L_32", 1024),
+        ("H/14", "ViT-H_14", 1280),
+        ("R50+B/16", "R50+ViT-B_16", 768),
+    ):
+        table.append(
+            _original("imagenet21k", variant, name, 224, IMAGENET21K_CLASSES, width)
+        )
+        if variant != "H/14":  # no public ImageNet-1k fine-tune of H/14
+            table.append(
+                _original(
+                    "imagenet21k+imagenet2012", variant, name, 384,
+                    IMAGENET1K_CLASSES, None,
+                )  # fmt: skip
+            )
+    for variant, name in (("B/16", "ViT-B_16-224"), ("L/16", "ViT-L_16-224")):
+        table.append(
+            _original(
+                "imagenet21k+imagenet2012_224", variant, name, 224,
+                IMAGENET1K_CLASSES, None,
+            )  # fmt: skip
+        )
+    for variant, run, lr_224, lr_384 in _AUGREG:
+        table.append(_augreg("augreg_in21k", variant, run, 224, IMAGENET21K_CLASSES))
+        table.append(
+            _augreg(
+                "augreg_in21k_ft_in1k", variant, f"{run}{_I1K}-lr_{lr_224}-res_224",
+                224, IMAGENET1K_CLASSES,
+            )  # fmt: skip
+        )
+        if lr_384 is not None:
+            table.append(
+                _augreg(
+                    "augreg_in21k_ft_in1k_384", variant,
+                    f"{run}{_I1K}-lr_{lr_384}-res_384", 384, IMAGENET1K_CLASSES,
+                )  # fmt: skip
+            )
+    for tag, variant, name, image_size, classes in _AUGREG_EXTRA:
+        table.append(_augreg(tag, variant, name, image_size, classes))
+    return tuple(table)
+
+
+PRETRAINED_WEIGHTS = _build_table()
+
+
+def list_weights(variant: str | None = None) -> list[PretrainedWeights]:
+    """The known checkpoints, optionally only those of one variant.
+
+    Args:
+        variant: e.g. `"B/16"` or `"R50+B/16"`; `None` for all.
+
+    Returns:
+        A list of `PretrainedWeights`.
+
+    Example:
+
+    >>> [w.tag for w in keras_vit.weights.list_weights("H/14")]
+    ['imagenet21k']
+    """
+    return [w for w in PRETRAINED_WEIGHTS if variant is None or w.variant == variant]
+
+
+def is_tag(weights) -> bool:
+    """Whether `weights` names a known tag (rather than a file)."""
+    return isinstance(weights, str) and any(w.tag == weights for w in PRETRAINED_WEIGHTS)
+
+
+def find(tag: str, variant: str | None) -> PretrainedWeights:
+    """The checkpoint `tag` of `variant`.
+
+    Raises:
+        ValueError: for an unknown tag, or a tag that has no checkpoint of
+            this variant (the message lists what exists).
+    """
+    matches = [w for w in PRETRAINED_WEIGHTS if w.tag == tag]
+    if not matches:
+        tags = sorted({w.tag for w in PRETRAINED_WEIGHTS})
+        raise ValueError(
+            f"Unknown weights {tag!r}: not a known tag and not an existing "
+            f"file. Known tags: {tags}."
+        )
+    for entry in matches:
+        if entry.variant == variant:
+            return entry
+    variants = [w.variant for w in matches]
+    raise ValueError(
+        f"There are no {tag!r} weights for a {variant or 'custom'} model. "
+        f"{tag!r} exists for: {variants}."
+    )
+
+
+def cache_directory(cache_dir: str | os.PathLike | None = None) -> str:
+    """The directory checkpoints are cached in.
+
+    `cache_dir/keras_vit` when given, else `$KERAS_HOME/keras_vit`, else
+    `~/.keras/keras_vit`, as `keras.utils.get_file` uses.
+    """
+    if cache_dir is None:
+        cache_dir = os.environ.get("KERAS_HOME") or os.path.join(
+            os.path.expanduser("~"), ".keras"
+        )
+    return os.path.join(os.fspath(cache_dir), CACHE_SUBDIR)
+
+
+def _sha256(path: str) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(2**20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def fetch(entry: PretrainedWeights, cache_dir: str | os.PathLike | None = None) -> str:
+    """The local path of `entry`'s file: cached, or downloaded.
+
+    Args:
+        entry: A `PretrainedWeights`.
+        cache_dir: Overrides the cache root (see `cache_directory`).
+
+    Returns:
+        The path to the `.npz` file.
+
+    Raises:
+        WeightsNotFoundError: when the file is not cached and the download
+            fails; the message names the file, the URL and the directory.
+        ValueError: when a cached file's SHA-256 differs from the known one.
+    """
+    directory = cache_directory(cache_dir)
+    path = os.path.join(directory, entry.file_name)
+    if not os.path.exists(path):
+        try:
+            path = keras.utils.get_file(
+                fname=entry.file_name,
+                origin=entry.url,
+                file_hash=entry.sha256,
+                hash_algorithm="sha256",
+                cache_subdir=CACHE_SUBDIR,
+                cache_dir=os.path.dirname(directory),
+            )
+        except Exception as error:  # offline, DNS, HTTP errors, ...
+            raise WeightsNotFoundError(
+                f"The {entry.tag!r} weights of {entry.variant} are not cached "
+                f"and could not be downloaded ({type(error).__name__}: "
+                f"{error}). Download {entry.url} and save it as "
+                f"{entry.file_name!r} in the directory {directory!r} (or set "
+                "KERAS_HOME to the directory that holds keras_vit/)."
+            ) from error
+    if entry.sha256 is not None and _sha256(path) != entry.sha256:
+        raise ValueError(
+            f"{path!r} does not have the SHA-256 of the {entry.tag!r} "
+            f"{entry.variant} weights ({entry.sha256}); delete it and retry."
+        )
+    return path

@@ -1,0 +1,322 @@
+"""Reads `.safetensors` checkpoints (timm, Hugging Face) with NumPy only.
+
+The format is an 8-byte little-endian header length, a JSON header
+`{name: {"dtype", "shape", "data_offsets": [begin, end]}, "__metadata__":
+{...}}`, then the raw little-endian tensor bytes. `read_safetensors` parses
+it without the `safetensors` package (bfloat16 and float8 through
+`ml_dtypes`, which Keras already depends on), and `to_original_layout`
+translates the PyTorch key layouts of timm's `VisionTransformer` and of
+Hugging Face's `ViTModel` / `ViTForImageClassification` into the original
+`.npz` layout that the rest of `keras_vit.weights` speaks.
+
+PyTorch stores a linear layer's weight as `(out, in)` and a convolution's
+as `(out, in, height, width)`; the original layout uses `(in, out)` and
+`(height, width, in, out)`, and splits the attention projections per head.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+
+import numpy as np
+
+from keras_vit.weights.errors import CheckpointError
+
+_MAX_HEADER_BYTES = 100 * 2**20
+
+
+def _dtypes() -> dict[str, np.dtype]:
+    import ml_dtypes
+
+    return {
+        "F64": np.dtype("<f8"),
+        "F32": np.dtype("<f4"),
+        "F16": np.dtype("<f2"),
+        "BF16": np.dtype(ml_dtypes.bfloat16),
+        "F8_E4M3": np.dtype(ml_dtypes.float8_e4m3fn),
+        "F8_E5M2": np.dtype(ml_dtypes.float8_e5m2),
+        "I64": np.dtype("<i8"),
+        "I32": np.dtype("<i4"),
+        "I16": np.dtype("<i2"),
+        "I8": np.dtype("i1"),
+        "U8": np.dtype("u1"),
+        "BOOL": np.dtype("?"),
+    }
+
+
+def read_safetensors(
+    path: str | os.PathLike, *, float32: bool = True
+) -> dict[str, np.ndarray]:
+    """Reads every tensor of a `.safetensors` file into NumPy.
+
+    Args:
+        path: The file.
+        float32: Convert floating-point tensors (including bfloat16 and
+            float8) to float32. Defaults to `True`.
+
+    Returns:
+        `{name: array}`, in the file's order.
+
+    Raises:
+        CheckpointError: for a truncated or malformed file, naming the
+            tensor at fault where there is one.
+
+    Example:
+
+    ```python
+    tensors = read_safetensors("model.safetensors")
+    tensors["cls_token"].shape  # (1, 1, 768)
+    ```
+    """
+    path = os.fspath(path)
+    size = os.path.getsize(path)
+    with open(path, "rb") as f:
+        prefix = f.read(8)
+        if len(prefix) < 8:
+            raise CheckpointError(f"{path!r} is too short to be a safetensors file.")
+        header_size = int.from_bytes(prefix, "little")
+        if header_size > min(size - 8, _MAX_HEADER_BYTES):
+            raise CheckpointError(
+                f"{path!r} is not a valid safetensors file: its header claims "
+                f"{header_size} bytes but the file has {size}."
+            )
+        try:
+            header = json.loads(f.read(header_size).decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as error:
+            raise CheckpointError(
+                f"{path!r} is not a valid safetensors file: unreadable header "
+                f"({error})."
+            ) from error
+    if not isinstance(header, dict):
+        raise CheckpointError(f"{path!r}: the safetensors header is not a JSON object.")
+    header.pop("__metadata__", None)
+    data = np.memmap(path, dtype=np.uint8, mode="r", offset=8 + header_size)
+    dtypes = _dtypes()
+    tensors = {}
+    for name, info in header.items():
+        try:
+            dtype = dtypes[info["dtype"]]
+            shape = tuple(int(d) for d in info["shape"])
+            begin, end = (int(o) for o in info["data_offsets"])
+        except (KeyError, TypeError, ValueError) as error:
+            raise CheckpointError(
+                f"{path!r}: the header entry of {name!r} is malformed or has an "
+                f"unsupported dtype ({info!r})."
+            ) from error
+        nbytes = math.prod(shape) * dtype.itemsize
+        if not 0 <= begin <= end <= data.size or end - begin != nbytes:
+            raise CheckpointError(
+                f"{path!r}: tensor {name!r} {shape} {info['dtype']} needs {nbytes} "
+                f"bytes at [{begin}, {end}) but the data section has "
+                f"{data.size}; the file is truncated or corrupt."
+            )
+        array = np.frombuffer(data[begin:end], dtype=dtype).reshape(shape)
+        if float32 and array.dtype.kind not in "iub":
+            array = array.astype(np.float32)
+        else:
+            array = array.copy()
+        tensors[name] = array
+    del data
+    return tensors
+
+
+# --------------------------------------------------------------------------
+# Key layouts: timm and Hugging Face -> the original .npz layout.
+# --------------------------------------------------------------------------
+
+
+def _linear(weight):  # (out, in) -> (in, out)
+    return np.transpose(weight)
+
+
+def _conv(weight):  # (out, in, h, w) -> (h, w, in, out)
+    return np.transpose(weight, (2, 3, 1, 0))
+
+
+def _heads(weight, num_heads):  # (D_out, D_in) -> (D_in, H, D_out / H)
+    if num_heads is None or weight.shape[0] % num_heads:
+        return np.transpose(weight)  # left 2-D: reported as mis-shaped
+    return np.transpose(weight).reshape(weight.shape[1], num_heads, -1)
+
+
+def _head_bias(bias, num_heads):  # (D,) -> (H, D / H)
+    if num_heads is None or bias.shape[0] % num_heads:
+        return bias
+    return bias.reshape(num_heads, -1)
+
+
+def _out_proj(weight, num_heads):  # (D_out, D_in) -> (H, D_in / H, D_out)
+    if num_heads is None or weight.shape[1] % num_heads:
+        return np.transpose(weight)
+    return np.transpose(weight).reshape(num_heads, -1, weight.shape[0])
+
+
+_MHA = "Transformer/encoderblock_{i}/MultiHeadDotProductAttention_1"
+_LN = "Transformer/encoderblock_{i}/LayerNorm_{n}"
+_MLP = "Transformer/encoderblock_{i}/MlpBlock_3/Dense_{n}"
+
+# timm `VisionTransformer` (and its hybrid `HybridEmbed` + `ResNetV2`).
+# (regex, original-layout key template, conversion)
+_TIMM = (
+    (r"cls_token", "cls", None),
+    (r"pos_embed", "Transformer/posembed_input/pos_embedding", None),
+    (r"patch_embed\.proj\.weight", "embedding/kernel", _conv),
+    (r"patch_embed\.proj\.bias", "embedding/bias", None),
+    (r"blocks\.(?P<i>\d+)\.norm1\.weight", _LN.replace("{n}", "0") + "/scale", None),
+    (r"blocks\.(?P<i>\d+)\.norm1\.bias", _LN.replace("{n}", "0") + "/bias", None),
+    (r"blocks\.(?P<i>\d+)\.norm2\.weight", _LN.replace("{n}", "2") + "/scale", None),
+    (r"blocks\.(?P<i>\d+)\.norm2\.bias", _LN.replace("{n}", "2") + "/bias", None),
+    (r"blocks\.(?P<i>\d+)\.attn\.qkv\.weight", "qkv-weight", None),
+    (r"blocks\.(?P<i>\d+)\.attn\.qkv\.bias", "qkv-bias", None),
+    (r"blocks\.(?P<i>\d+)\.attn\.proj\.weight", _MHA + "/out/kernel", _out_proj),
+    (r"blocks\.(?P<i>\d+)\.attn\.proj\.bias", _MHA + "/out/bias", None),
+    (r"blocks\.(?P<i>\d+)\.mlp\.fc1\.weight", _MLP.replace("{n}", "0") + "/kernel", _linear),
+    (r"blocks\.(?P<i>\d+)\.mlp\.fc1\.bias", _MLP.replace("{n}", "0") + "/bias", None),
+    (r"blocks\.(?P<i>\d+)\.mlp\.fc2\.weight", _MLP.replace("{n}", "1") + "/kernel", _linear),
+    (r"blocks\.(?P<i>\d+)\.mlp\.fc2\.bias", _MLP.replace("{n}", "1") + "/bias", None),
+    (r"norm\.weight", "Transformer/encoder_norm/scale", None),
+    (r"norm\.bias", "Transformer/encoder_norm/bias", None),
+    (r"head\.weight", "head/kernel", _linear),
+    (r"head\.bias", "head/bias", None),
+    (r"patch_embed\.backbone\.stem\.conv\.weight", "conv_root/kernel", _conv),
+    (r"patch_embed\.backbone\.stem\.norm\.weight", "gn_root/scale", None),
+    (r"patch_embed\.backbone\.stem\.norm\.bias", "gn_root/bias", None),
+    (r"patch_embed\.backbone\.stages\.(?P<s>\d+)\.blocks\.(?P<u>\d+)\.conv(?P<n>\d)\.weight",
+     "block{s}/unit{u}/conv{n}/kernel", _conv),
+    (r"patch_embed\.backbone\.stages\.(?P<s>\d+)\.blocks\.(?P<u>\d+)\.norm(?P<n>\d)\.weight",
+     "block{s}/unit{u}/gn{n}/scale", None),
+    (r"patch_embed\.backbone\.stages\.(?P<s>\d+)\.blocks\.(?P<u>\d+)\.norm(?P<n>\d)\.bias",
+     "block{s}/unit{u}/gn{n}/bias", None),
+    (r"patch_embed\.backbone\.stages\.(?P<s>\d+)\.blocks\.(?P<u>\d+)\.downsample\.conv\.weight",
+     "block{s}/unit{u}/conv_proj/kernel", _conv),
+    (r"patch_embed\.backbone\.stages\.(?P<s>\d+)\.blocks\.(?P<u>\d+)\.downsample\.norm\.weight",
+     "block{s}/unit{u}/gn_proj/scale", None),
+    (r"patch_embed\.backbone\.stages\.(?P<s>\d+)\.blocks\.(?P<u>\d+)\.downsample\.norm\.bias",
+     "block{s}/unit{u}/gn_proj/bias", None),
+)  # fmt: skip
+
+_HF_LAYER = r"(?:encoder\.layer|layers)\.(?P<i>\d+)"
+# Hugging Face `ViTModel` / `ViTForImageClassification`: the hub layout
+# (`encoder.layer.{i}.attention.attention.query`) and the in-memory names of
+# transformers 5 (`layers.{i}.attention.q_proj`).
+_HF = (
+    (r"embeddings\.cls_token", "cls", None),
+    (r"embeddings\.position_embeddings", "Transformer/posembed_input/pos_embedding", None),
+    (r"embeddings\.patch_embeddings\.projection\.weight", "embedding/kernel", _conv),
+    (r"embeddings\.patch_embeddings\.projection\.bias", "embedding/bias", None),
+    (_HF_LAYER + r"\.layernorm_before\.weight", _LN.replace("{n}", "0") + "/scale", None),
+    (_HF_LAYER + r"\.layernorm_before\.bias", _LN.replace("{n}", "0") + "/bias", None),
+    (_HF_LAYER + r"\.layernorm_after\.weight", _LN.replace("{n}", "2") + "/scale", None),
+    (_HF_LAYER + r"\.layernorm_after\.bias", _LN.replace("{n}", "2") + "/bias", None),
+    (_HF_LAYER + r"\.attention\.(?:attention\.(?P<qkv>query|key|value)|(?P<p>[qkv])_proj)\.weight",
+     _MHA + "/{qkv}/kernel", "heads"),
+    (_HF_LAYER + r"\.attention\.(?:attention\.(?P<qkv>query|key|value)|(?P<p>[qkv])_proj)\.bias",
+     _MHA + "/{qkv}/bias", "head_bias"),
+    (_HF_LAYER + r"\.attention\.(?:output\.dense|o_proj)\.weight", _MHA + "/out/kernel", _out_proj),
+    (_HF_LAYER + r"\.attention\.(?:output\.dense|o_proj)\.bias", _MHA + "/out/bias", None),
+    (_HF_LAYER + r"\.(?:intermediate\.dense|mlp\.fc1)\.weight",
+     _MLP.replace("{n}", "0") + "/kernel", _linear),
+    (_HF_LAYER + r"\.(?:intermediate\.dense|mlp\.fc1)\.bias", _MLP.replace("{n}", "0") + "/bias", None),
+    (_HF_LAYER + r"\.(?:output\.dense|mlp\.fc2)\.weight", _MLP.replace("{n}", "1") + "/kernel", _linear),
+    (_HF_LAYER + r"\.(?:output\.dense|mlp\.fc2)\.bias", _MLP.replace("{n}", "1") + "/bias", None),
+    (r"layernorm\.weight", "Transformer/encoder_norm/scale", None),
+    (r"layernorm\.bias", "Transformer/encoder_norm/bias", None),
+    (r"pooler\.dense\.weight", "pre_logits/kernel", _linear),
+    (r"pooler\.dense\.bias", "pre_logits/bias", None),
+    (r"classifier\.weight", "head/kernel", _linear),
+    (r"classifier\.bias", "head/bias", None),
+)  # fmt: skip
+
+_QKV = {"q": "query", "k": "key", "v": "value"}
+_INDEX_SHIFT = ("s", "u")  # timm counts stages and units from 0, the original from 1
+
+
+def detect_layout(tensors) -> str:
+    """Returns `"timm"` or `"huggingface"` for a safetensors key set.
+
+    Raises:
+        CheckpointError: for any other key layout.
+    """
+    keys = list(tensors)
+    if any(k == "pos_embed" or k.startswith(("blocks.", "patch_embed.")) for k in keys):
+        return "timm"
+    if any("embeddings.patch_embeddings" in k for k in keys):
+        return "huggingface"
+    raise CheckpointError(
+        "Unrecognised safetensors key layout: expected timm (`pos_embed`, "
+        "`blocks.0.attn.qkv.weight`, ...) or Hugging Face "
+        "(`vit.embeddings.patch_embeddings...`) keys. First keys: "
+        f"{keys[:5]}"
+    )
+
+
+def to_original_layout(
+    tensors: dict[str, np.ndarray], num_heads: int | None
+) -> dict[str, np.ndarray]:
+    """Translates timm or Hugging Face tensors into the original layout.
+
+    Keys that match no rule are passed through unchanged, so that the strict
+    check reports them as unexpected.
+
+    Args:
+        tensors: `{name: array}` from `read_safetensors`.
+        num_heads: Attention heads of the target model; PyTorch checkpoints
+            store the projections as `(D, D)` matrices and the original layout
+            splits them per head.
+
+    Returns:
+        `{key: array}` in the original `.npz` layout.
+    """
+    layout = detect_layout(tensors)
+    rules = _TIMM if layout == "timm" else _HF
+    compiled = [(re.compile(pattern), key, convert) for pattern, key, convert in rules]
+    out = {}
+    for name, value in tensors.items():
+        stripped = name
+        if layout == "huggingface":
+            stripped = re.sub(r"^(?:vit\.|model\.)", "", name)
+        for regex, template, convert in compiled:
+            match = regex.fullmatch(stripped)
+            if match is None:
+                continue
+            groups = {k: v for k, v in match.groupdict().items() if v is not None}
+            for field in _INDEX_SHIFT:
+                if field in groups:
+                    groups[field] = str(int(groups[field]) + 1)
+            if "p" in groups:
+                groups["qkv"] = _QKV[groups.pop("p")]
+            if template in ("qkv-weight", "qkv-bias"):
+                out.update(_split_qkv(value, groups["i"], template, num_heads))
+                break
+            key = template.format(**groups)
+            if convert == "heads":
+                value = _heads(value, num_heads)
+            elif convert == "head_bias":
+                value = _head_bias(value, num_heads)
+            elif convert is _out_proj:
+                value = _out_proj(value, num_heads)
+            elif convert is not None:
+                value = convert(value)
+            out[key] = value
+            break
+        else:
+            out[name] = value
+    return out
+
+
+def _split_qkv(value, block, kind, num_heads):
+    """timm's fused `qkv` `(3D, D)` weight / `(3D,)` bias -> q, k, v keys."""
+    prefix = _MHA.format(i=block)
+    if value.shape[0] % 3:
+        return {f"{prefix}/qkv/{kind}": value}  # reported as unexpected
+    parts = np.split(value, 3, axis=0)
+    out = {}
+    for name, part in zip(("query", "key", "value"), parts):
+        if kind == "qkv-weight":
+            out[f"{prefix}/{name}/kernel"] = _heads(part, num_heads)
+        else:
+            out[f"{prefix}/{name}/bias"] = _head_bias(part, num_heads)
+    return out

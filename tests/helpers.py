@@ -1,0 +1,90 @@
+"""Test helpers: tiny models, round trips, and reference-weight assignment."""
+
+from __future__ import annotations
+
+import inspect
+
+import keras
+import numpy as np
+
+import keras_vit
+
+
+def tiny_model(**kwargs) -> keras.Model:
+    """A 2-block, 32-wide ViT on 32 px images with patch 8 and 10 classes."""
+    kwargs.setdefault("image_size", 32)
+    kwargs.setdefault("num_classes", 10)
+    return keras_vit.ViT(kwargs.pop("variant", "test/8"), **kwargs)
+
+
+def randomize(model: keras.Model, seed: int = 0, scale: float = 0.2) -> None:
+    """Gives every weight random values (zero-initialised heads hide bugs)."""
+    rng = np.random.default_rng(seed)
+    for weight in model.weights:
+        weight.assign(rng.normal(0, scale, weight.shape).astype(weight.dtype))
+
+
+def images(batch=2, size=(32, 32), channels=3, seed=0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    return rng.uniform(-1, 1, (batch, *size, channels)).astype("float32")
+
+
+def assert_config_is_constructor_args(layer: keras.layers.Layer) -> None:
+    """`get_config` adds exactly the `__init__` arguments to the base config."""
+    base = set(keras.layers.Layer().get_config())
+    added = set(layer.get_config()) - base
+    params = set(inspect.signature(type(layer).__init__).parameters)
+    params -= {"self", "kwargs"}
+    assert added == params, f"{type(layer).__name__}: {added} != {params}"
+
+
+def assign_reference_params(model: keras.Model, params: dict) -> None:
+    """Copies an original-layout parameter dict into a keras_vit model.
+
+    Written independently of `keras_vit.weights` so the model's numerics are
+    checked on their own.
+    """
+
+    def set_layer(name, *arrays):
+        model.get_layer(name).set_weights([np.asarray(a) for a in arrays])
+
+    set_layer("embedding", params["embedding/kernel"], params["embedding/bias"])
+    if "cls" in params:
+        set_layer("class_token", params["cls"])
+    set_layer("posembed_input", params["Transformer/posembed_input/pos_embedding"])
+    depth = sum(
+        1 for k in params if k.endswith("LayerNorm_0/scale") and "encoderblock_" in k
+    )
+    for i in range(depth):
+        p = f"Transformer/encoderblock_{i}/"
+        mha = p + "MultiHeadDotProductAttention_1/"
+        block = model.get_layer(f"encoderblock_{i}")
+        block.norm_1.set_weights([params[p + "LayerNorm_0/scale"], params[p + "LayerNorm_0/bias"]])
+        block.attention.set_weights(
+            [
+                np.stack([params[mha + f"{n}/kernel"] for n in ("query", "key", "value")], 1),
+                np.stack([params[mha + f"{n}/bias"] for n in ("query", "key", "value")], 0),
+                params[mha + "out/kernel"],
+                params[mha + "out/bias"],
+            ]
+        )
+        block.norm_2.set_weights([params[p + "LayerNorm_2/scale"], params[p + "LayerNorm_2/bias"]])
+        mlp = p + "MlpBlock_3/"
+        block.mlp_dense_1.set_weights([params[mlp + "Dense_0/kernel"], params[mlp + "Dense_0/bias"]])
+        block.mlp_dense_2.set_weights([params[mlp + "Dense_1/kernel"], params[mlp + "Dense_1/bias"]])
+    set_layer("encoder_norm", params["Transformer/encoder_norm/scale"], params["Transformer/encoder_norm/bias"])
+    if "pre_logits/kernel" in params:
+        set_layer("pre_logits", params["pre_logits/kernel"], params["pre_logits/bias"])
+    set_layer("head", params["head/kernel"], params["head/bias"])
+    for key in params:
+        if key.startswith(("conv_root", "gn_root", "block")):
+            layer, _, weight = key.rpartition("/")
+            name = layer.replace("/", "_")
+            target = model.get_layer(name)
+            if weight == "kernel":
+                target.set_weights([params[key]])
+    for key in params:
+        if key.startswith(("gn_root", "block")) and key.endswith("/scale"):
+            name = key[: -len("/scale")].replace("/", "_")
+            bias = params[key[: -len("scale")] + "bias"]
+            model.get_layer(name).set_weights([params[key].reshape(-1), bias.reshape(-1)])
