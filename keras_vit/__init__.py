@@ -9,7 +9,9 @@ model = keras_vit.ViT_L16(num_classes=100)
 ```
 """
 
+from keras_vit import imagenet
 from keras_vit import layers
+from keras_vit import weights
 from keras_vit.models import BACKBONES
 from keras_vit.models import NAMED_MODELS
 from keras_vit.models import VARIANTS

@@ -18,8 +18,8 @@ model = keras_vit.ViT_B16(num_classes=10, image_size=384, weights="augreg_in21k"
 ```
 """
 
-from keras_vit.weights.checks import Architecture
-from keras_vit.weights.checks import describe
+from keras_vit.weights.architecture import Architecture
+from keras_vit.weights.architecture import describe
 from keras_vit.weights.errors import CheckpointError
 from keras_vit.weights.errors import VariantMismatchError
 from keras_vit.weights.errors import WeightsNotFoundError

@@ -13,16 +13,15 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
-import re
 import warnings
 from collections.abc import Mapping
 
 import keras
 import numpy as np
 
-from keras_vit.models.variants import BACKBONES
-from keras_vit.models.variants import VARIANTS
 from keras_vit.resample import resample_position_embedding
+from keras_vit.weights.architecture import describe
+from keras_vit.weights.architecture import differences
 from keras_vit.weights.errors import CheckpointError
 from keras_vit.weights.errors import VariantMismatchError
 from keras_vit.weights.npz import HEAD_KEYS
@@ -33,146 +32,8 @@ from keras_vit.weights.npz import checkpoint_layout
 logger = logging.getLogger("keras_vit.weights")
 
 _MAX_LISTED = 10
-_BLOCK = re.compile(r"^Transformer/encoderblock_(\d+)/")
-_UNIT = re.compile(r"^block(\d+)/unit(\d+)/")
 # NumPy-extension float types (ml_dtypes) a checkpoint may hold.
 _LOW_FLOATS = ("bfloat16", "float8_e4m3fn", "float8_e5m2")
-
-
-@dataclasses.dataclass(frozen=True)
-class Architecture:
-    """What a set of checkpoint shapes says about the model that made it.
-
-    Attributes:
-        hidden_dim: Token width `D`.
-        depth: Number of encoder blocks.
-        num_heads: Attention heads.
-        mlp_dim: Hidden width of the MLP blocks.
-        patch_size: `(height, width)` of the patch embedding.
-        backbone: `(units per stage, stem width)` of a hybrid's ResNet, or
-            `None` for a plain ViT.
-    """
-
-    hidden_dim: int | None
-    depth: int
-    num_heads: int | None
-    mlp_dim: int | None
-    patch_size: tuple[int, int] | None
-    backbone: tuple[tuple[int, ...], int] | None
-
-    @property
-    def name(self) -> str:
-        """A readable name such as `"ViT-B/16"` or `"R50+ViT-B/16"`."""
-        size = next(
-            (
-                name
-                for name, v in VARIANTS.items()
-                if (v.hidden_dim, v.depth, v.mlp_dim, v.num_heads)
-                == (self.hidden_dim, self.depth, self.mlp_dim, self.num_heads)
-            ),
-            None,
-        )
-        patch = self.patch_size[0] if self.patch_size else None
-        if size is None:
-            return (
-                f"ViT(hidden_dim={self.hidden_dim}, depth={self.depth}, "
-                f"num_heads={self.num_heads}, mlp_dim={self.mlp_dim}, "
-                f"patch_size={self.patch_size}, backbone={self.backbone})"
-            )
-        if self.backbone is None:
-            return f"ViT-{size}/{patch}"
-        layers, width = self.backbone
-        stride = 4 * 2 ** max(len(layers) - 1, 0) * (patch or 1)
-        prefix = next(
-            (
-                name
-                for (name, _), spec in BACKBONES.items()
-                if (spec.layers, spec.width) == (layers, width)
-            ),
-            f"ResNet{layers}x{width}",
-        )
-        return f"{prefix}+ViT-{size}/{stride}"
-
-    @property
-    def variant(self) -> str | None:
-        """The `keras_vit.ViT` variant string (`"R50+B/16"`), if it has one."""
-        name = self.name
-        if not name.startswith(("ViT-", "R")) or "(" in name:
-            return None
-        return name.replace("ViT-", "")
-
-
-def describe(shapes: Mapping[str, tuple[int, ...]]) -> Architecture:
-    """Reads the architecture off checkpoint keys and shapes.
-
-    Every field is read from the first key that determines it, so that one
-    missing key is reported as missing rather than as another architecture.
-
-    Args:
-        shapes: `{key: shape}` in the original `.npz` layout.
-
-    Returns:
-        An `Architecture`; fields the keys do not determine are `None`.
-    """
-
-    def first(candidates):
-        for pattern, axis in candidates:
-            for key, shape in shapes.items():
-                if re.fullmatch(pattern, key) and len(shape) > abs(axis):
-                    return int(shape[axis])
-        return None
-
-    block = r"Transformer/encoderblock_\d+"
-    mha = rf"{block}/MultiHeadDotProductAttention_1"
-    blocks = {int(m.group(1)) for k in shapes if (m := _BLOCK.match(k))}
-    kernel = shapes.get("embedding/kernel")
-    patch = tuple(int(d) for d in kernel[:2]) if kernel and len(kernel) == 4 else None
-    backbone = None
-    units = {}
-    for key in shapes:
-        match = _UNIT.match(key)
-        if match:
-            stage, unit = int(match.group(1)), int(match.group(2))
-            units[stage] = max(units.get(stage, 0), unit)
-    if units or any(k.startswith(("conv_root/", "gn_root/")) for k in shapes):
-        layers = tuple(units.get(s, 0) for s in range(1, max(units, default=0) + 1))
-        width = first([("conv_root/kernel", -1), ("gn_root/scale", 0)])
-        backbone = (layers, width)
-    return Architecture(
-        hidden_dim=first(
-            [("embedding/kernel", -1), ("Transformer/encoder_norm/scale", 0),
-             ("cls", -1), (rf"{mha}/(query|key|value)/kernel", 0)]
-        ),
-        depth=len(blocks),
-        num_heads=first(
-            [(rf"{mha}/(query|key|value)/kernel", 1),
-             (rf"{mha}/(query|key|value)/bias", 0), (rf"{mha}/out/kernel", 0)]
-        ),
-        mlp_dim=first(
-            [(rf"{block}/MlpBlock_3/Dense_0/kernel", -1),
-             (rf"{block}/MlpBlock_3/Dense_0/bias", 0),
-             (rf"{block}/MlpBlock_3/Dense_1/kernel", 0)]
-        ),
-        patch_size=patch,
-        backbone=backbone,
-    )  # fmt: skip
-
-
-def differences(model: Architecture, checkpoint: Architecture) -> list[str]:
-    """Fields on which two architectures differ, where both are known."""
-    out = []
-    for field in ("hidden_dim", "depth", "num_heads", "mlp_dim", "patch_size"):
-        a, b = getattr(model, field), getattr(checkpoint, field)
-        if a is not None and b is not None and a != b:
-            out.append(field)
-    a, b = model.backbone, checkpoint.backbone
-    if (a is None) != (b is None):
-        out.append("backbone")
-    elif a is not None and (
-        a[0] != b[0] or (a[1] is not None and b[1] is not None and a[1] != b[1])
-    ):
-        out.append("backbone")
-    return out
 
 
 @dataclasses.dataclass
@@ -189,7 +50,7 @@ class LoadPlan:
 
 
 def _shape(shape) -> str:
-    return "(" + ", ".join(str(int(d)) for d in shape) + (",)" if len(shape) == 1 else ")")
+    return str(tuple(int(d) for d in shape))
 
 
 def _listing(items: list[str]) -> str:
@@ -235,7 +96,8 @@ def _posemb(params, target, model, method, align_corners, grid_size, notes):
     layer = model.get_layer(target.path.split("/")[0])
     prefix = layer.num_prefix_tokens
     if (
-        table.ndim != 3
+        int("cls" in params) != prefix  # class token in one only: reported
+        or table.ndim != 3
         or table.shape[0] != 1
         or table.shape[2] != target.shape[2]
         or table.shape[1] < prefix
@@ -312,71 +174,20 @@ def plan_load(
             f"to (is it a keras_vit.ViT model?):\n{_listing(unmapped)}"
         )
     params = {key: np.asarray(value) for key, value in params.items()}
-    for key, value in params.items():
-        if not (
-            np.issubdtype(value.dtype, np.floating) or value.dtype.name in _LOW_FLOATS
-        ):
-            raise CheckpointError(
-                f"{key!r} has dtype {value.dtype}; checkpoint weights must be "
-                "floating point."
-            )
+    _check_dtypes(params)
     model_arch = describe({k: t.shape for k, t in layout.items()})
     ckpt_arch = describe({k: tuple(v.shape) for k, v in params.items()})
     _check_variant(model_arch, ckpt_arch, layout, params)
 
-    notes, skip, zero = [], set(), set()
-    model_pre, ckpt_pre = PRE_LOGITS_KEYS[0] in layout, PRE_LOGITS_KEYS[0] in params
-    head_trained_on_pre_logits = False
-    if keep_pre_logits and not model_pre:
-        raise ValueError(
-            "keep_pre_logits=True, but the model has no `pre_logits` layer. "
-            "Build it with `representation_size=` set to the checkpoint's "
-            "pre-logits width."
-        )
-    if keep_pre_logits is False and model_pre:
-        raise ValueError(
-            "keep_pre_logits=False, but the model has a `pre_logits` layer. "
-            "Build it with `representation_size=None` to drop the layer."
-        )
-    if ckpt_pre and not model_pre:
-        skip.update(k for k in PRE_LOGITS_KEYS if k in params)
-        head_trained_on_pre_logits = True
-        width = params[PRE_LOGITS_KEYS[0]].shape[-1]
-        message = (
-            f"The checkpoint has a `pre_logits` layer (width {width}) and the "
-            "model has none: it is dropped (the paper's fine-tuning rule). "
-            f"Build the model with `representation_size={width}` to keep it."
-        )
-        if keep_pre_logits is None:
-            warnings.warn(message, stacklevel=3)
-        notes.append(message)
-
-    model_head, ckpt_head = HEAD_KEYS[0] in layout, HEAD_KEYS[0] in params
-    if ckpt_head and not model_head:
+    warn, notes = _pre_logits_rule(layout, params, keep_pre_logits)
+    pre_logits_dropped = bool(notes)
+    skip = {k for k in PRE_LOGITS_KEYS if pre_logits_dropped and k in params}
+    zero, head_notes = _head_rule(layout, params, pre_logits_dropped)
+    notes += head_notes
+    if zero or HEAD_KEYS[0] not in layout:
         skip.update(k for k in HEAD_KEYS if k in params)
-        notes.append("The model has no head: the checkpoint's head is dropped.")
-    elif model_head:
-        model_classes = layout[HEAD_KEYS[0]].shape[-1]
-        reason = None
-        if not ckpt_head:
-            reason = "the checkpoint has no head"
-        elif head_trained_on_pre_logits:
-            reason = "the checkpoint's head was trained on the dropped pre_logits"
-        elif params[HEAD_KEYS[0]].shape[-1] != model_classes:
-            reason = (
-                f"the checkpoint's head has {params[HEAD_KEYS[0]].shape[-1]} "
-                f"classes and the model's {model_classes}"
-            )
-        if reason is not None:
-            skip.update(k for k in HEAD_KEYS if k in params)
-            zero.update(HEAD_KEYS)
-            message = f"The head is zero-initialised: {reason}."
-            logger.info(message)
-            notes.append(message)
-
-    posemb = None
     if POSEMB_KEY in layout and POSEMB_KEY in params:
-        posemb = _posemb(
+        table = _posemb(
             params,
             layout[POSEMB_KEY],
             model,
@@ -385,45 +196,112 @@ def plan_load(
             checkpoint_grid_size,
             notes,
         )
-        if posemb is not None:
-            params[POSEMB_KEY] = posemb
+        if table is not None:
+            params[POSEMB_KEY] = table
 
-    missing, mismatched = [], {}
-    for key, target in layout.items():
-        if key in zero:
-            continue
-        if key not in params:
-            missing.append(key)
-        elif tuple(params[key].shape) != target.shape:
-            mismatched[key] = (tuple(params[key].shape), target.shape)
-    unexpected = [key for key in params if key not in layout and key not in skip]
+    missing = [k for k in layout if k not in params and k not in zero]
+    unexpected = [k for k in params if k not in layout and k not in skip]
+    mismatched = {
+        key: (tuple(params[key].shape), target.shape)
+        for key, target in layout.items()
+        if key in params
+        and key not in zero
+        and tuple(params[key].shape) != target.shape
+    }
     if missing or unexpected or mismatched:
-        parts = []
-        if missing:
-            hint = ""
-            if model_pre and not ckpt_pre:
-                hint = (
-                    " (the model has a `pre_logits` layer but the checkpoint "
-                    "has none: build it with `representation_size=None`)"
-                )
-            parts.append(f"Missing keys{hint}:\n{_listing(missing)}")
-        if unexpected:
-            listed = [f"{k} {_shape(params[k].shape)}" for k in unexpected]
-            parts.append(f"Unexpected keys:\n{_listing(listed)}")
-        if mismatched:
-            listed = [
-                f"{k}: checkpoint {_shape(c)} vs model {_shape(m)}"
-                for k, (c, m) in mismatched.items()
-            ]
-            parts.append(f"Mis-shaped keys:\n{_listing(listed)}")
-        raise CheckpointError(
-            f"The checkpoint does not fit the model {model.name!r} "
-            f"({model_arch.name}); no weight was changed.\n" + "\n".join(parts),
-            missing=missing,
-            unexpected=unexpected,
-            mismatched=mismatched,
+        _raise_misfit(model, model_arch, params, missing, unexpected, mismatched)
+    values = _assemble(layout, params, zero)
+    # Only a load that will happen is announced.
+    if warn:
+        warnings.warn(notes[0], stacklevel=3)
+    for note in notes:
+        logger.info(note)
+    return LoadPlan(values, notes)
+
+
+def _check_dtypes(params):
+    for key, value in params.items():
+        floating = np.issubdtype(value.dtype, np.floating)
+        if not (floating or value.dtype.name in _LOW_FLOATS):
+            raise CheckpointError(
+                f"{key!r} has dtype {value.dtype}; checkpoint weights must be "
+                "floating point."
+            )
+
+
+def _pre_logits_rule(layout, params, keep_pre_logits):
+    """Returns `(warn, notes)`; a note when the checkpoint's layer is dropped."""
+    in_model, in_checkpoint = PRE_LOGITS_KEYS[0] in layout, PRE_LOGITS_KEYS[0] in params
+    if keep_pre_logits and not in_model:
+        raise ValueError(
+            "keep_pre_logits=True, but the model has no `pre_logits` layer. "
+            "Build it with `representation_size=` set to the checkpoint's "
+            "pre-logits width."
         )
-    return LoadPlan(_assemble(layout, params, zero), notes)
+    if keep_pre_logits is False and in_model:
+        raise ValueError(
+            "keep_pre_logits=False, but the model has a `pre_logits` layer. "
+            "Build it with `representation_size=None` to drop the layer."
+        )
+    if not in_checkpoint or in_model:
+        return False, []  # loaded, or reported as missing
+    width = params[PRE_LOGITS_KEYS[0]].shape[-1]
+    note = (
+        f"The checkpoint has a `pre_logits` layer (width {width}) and the "
+        "model has none: it is dropped (the paper's fine-tuning rule). "
+        f"Build the model with `representation_size={width}` to keep it."
+    )
+    return keep_pre_logits is None, [note]
+
+
+def _head_rule(layout, params, pre_logits_dropped):
+    """Returns `(keys to zero, notes)`: the paper's fine-tuning rule."""
+    in_model, in_checkpoint = HEAD_KEYS[0] in layout, HEAD_KEYS[0] in params
+    if not in_model:
+        if in_checkpoint:
+            return set(), ["The model has no head: the checkpoint's head is dropped."]
+        return set(), []
+    classes = layout[HEAD_KEYS[0]].shape[-1]
+    if not in_checkpoint:
+        reason = "the checkpoint has no head"
+    elif pre_logits_dropped:
+        reason = "the checkpoint's head was trained on the dropped pre_logits"
+    elif params[HEAD_KEYS[0]].shape[-1] != classes:
+        reason = (
+            f"the checkpoint's head has {params[HEAD_KEYS[0]].shape[-1]} "
+            f"classes and the model's {classes}"
+        )
+    else:
+        return set(), []
+    return set(HEAD_KEYS), [f"The head is zero-initialised: {reason}."]
+
+
+def _raise_misfit(model, model_arch, params, missing, unexpected, mismatched):
+    parts = []
+    if missing:
+        hint = ""
+        if PRE_LOGITS_KEYS[0] in missing:
+            hint = (
+                " (the model has a `pre_logits` layer but the checkpoint has "
+                "none: build it with `representation_size=None`)"
+            )
+        parts.append(f"Missing keys{hint}:\n{_listing(missing)}")
+    if unexpected:
+        listed = [f"{k} {_shape(params[k].shape)}" for k in unexpected]
+        parts.append(f"Unexpected keys:\n{_listing(listed)}")
+    if mismatched:
+        listed = [
+            f"{k}: checkpoint {_shape(c)} vs model {_shape(m)}"
+            for k, (c, m) in mismatched.items()
+        ]
+        parts.append(f"Mis-shaped keys:\n{_listing(listed)}")
+    raise CheckpointError(
+        f"The checkpoint does not fit the model {model.name!r} "
+        f"({model_arch.name}); no weight was changed.\n" + "\n".join(parts),
+        missing=missing,
+        unexpected=unexpected,
+        mismatched=mismatched,
+    )
 
 
 def _assemble(layout, params, zero) -> dict[str, np.ndarray]:

@@ -8,6 +8,8 @@ from collections.abc import Mapping
 import keras
 import numpy as np
 
+from keras_vit.models.variants import parse_variant
+from keras_vit.weights import architecture
 from keras_vit.weights import checks
 from keras_vit.weights import npz
 from keras_vit.weights import registry
@@ -111,12 +113,10 @@ def _read(model, weights, cache_dir):
     path = os.fspath(weights)
     if registry.is_tag(path) and not os.path.exists(path):
         layout, _ = npz.checkpoint_layout(model)
-        arch = checks.describe({k: t.shape for k, t in layout.items()})
+        arch = architecture.describe({k: t.shape for k, t in layout.items()})
         entry = registry.find(path, arch.variant)
-        patch = arch.patch_size[0] * (
-            4 * 2 ** max(len(arch.backbone[0]) - 1, 0) if arch.backbone else 1
-        )
-        grid = (entry.image_size // patch,) * 2
+        stride = parse_variant(entry.variant).total_stride
+        grid = (entry.image_size // stride,) * 2  # the files' grids are square
         file = registry.fetch(entry, cache_dir)
         return npz.read_npz(file), [f"Loaded {entry.tag!r} from {file}."], grid
     if not os.path.exists(path):
@@ -146,8 +146,8 @@ def _sniff(path: str) -> str:
         return "safetensors"
     with open(path, "rb") as f:
         head = f.read(9)
-    if head.startswith(b"PK"):
-        return "npz"
+    if head.startswith((b"PK", b"\x80", b"\x93NUMPY")):  # zip, pickle, .npy
+        return "npz"  # the .npz reader explains what it refuses
     if len(head) == 9 and head[8:9] == b"{":
         return "safetensors"
     raise CheckpointError(

@@ -24,6 +24,11 @@ import numpy as np
 
 from keras_vit.weights.errors import CheckpointError
 
+_BLOCK = "Transformer/encoderblock_{i}"
+_MHA = _BLOCK + "/MultiHeadDotProductAttention_1"
+_MLP = _BLOCK + "/MlpBlock_3"
+_OURS = "encoderblock_{i}"
+
 # One row per weight: (checkpoint key template, variable path template, part).
 # `part` is None for a one-to-one copy, or `(axis, index)` when several
 # checkpoint arrays are stacked along `axis` of one variable. Placeholders:
@@ -33,34 +38,22 @@ RENAMES = (
     ("embedding/bias", "embedding/bias", None),
     ("cls", "class_token/token", None),
     ("Transformer/posembed_input/pos_embedding", "posembed_input/embedding", None),
-    ("Transformer/encoderblock_{i}/LayerNorm_0/scale", "encoderblock_{i}/norm_1/gamma", None),
-    ("Transformer/encoderblock_{i}/LayerNorm_0/bias", "encoderblock_{i}/norm_1/beta", None),
-    ("Transformer/encoderblock_{i}/MultiHeadDotProductAttention_1/query/kernel",
-     "encoderblock_{i}/attention/qkv_kernel", (1, 0)),
-    ("Transformer/encoderblock_{i}/MultiHeadDotProductAttention_1/key/kernel",
-     "encoderblock_{i}/attention/qkv_kernel", (1, 1)),
-    ("Transformer/encoderblock_{i}/MultiHeadDotProductAttention_1/value/kernel",
-     "encoderblock_{i}/attention/qkv_kernel", (1, 2)),
-    ("Transformer/encoderblock_{i}/MultiHeadDotProductAttention_1/query/bias",
-     "encoderblock_{i}/attention/qkv_bias", (0, 0)),
-    ("Transformer/encoderblock_{i}/MultiHeadDotProductAttention_1/key/bias",
-     "encoderblock_{i}/attention/qkv_bias", (0, 1)),
-    ("Transformer/encoderblock_{i}/MultiHeadDotProductAttention_1/value/bias",
-     "encoderblock_{i}/attention/qkv_bias", (0, 2)),
-    ("Transformer/encoderblock_{i}/MultiHeadDotProductAttention_1/out/kernel",
-     "encoderblock_{i}/attention/out_kernel", None),
-    ("Transformer/encoderblock_{i}/MultiHeadDotProductAttention_1/out/bias",
-     "encoderblock_{i}/attention/out_bias", None),
-    ("Transformer/encoderblock_{i}/LayerNorm_2/scale", "encoderblock_{i}/norm_2/gamma", None),
-    ("Transformer/encoderblock_{i}/LayerNorm_2/bias", "encoderblock_{i}/norm_2/beta", None),
-    ("Transformer/encoderblock_{i}/MlpBlock_3/Dense_0/kernel",
-     "encoderblock_{i}/mlp_dense_1/kernel", None),
-    ("Transformer/encoderblock_{i}/MlpBlock_3/Dense_0/bias",
-     "encoderblock_{i}/mlp_dense_1/bias", None),
-    ("Transformer/encoderblock_{i}/MlpBlock_3/Dense_1/kernel",
-     "encoderblock_{i}/mlp_dense_2/kernel", None),
-    ("Transformer/encoderblock_{i}/MlpBlock_3/Dense_1/bias",
-     "encoderblock_{i}/mlp_dense_2/bias", None),
+    (_BLOCK + "/LayerNorm_0/scale", _OURS + "/norm_1/gamma", None),
+    (_BLOCK + "/LayerNorm_0/bias", _OURS + "/norm_1/beta", None),
+    (_MHA + "/query/kernel", _OURS + "/attention/qkv_kernel", (1, 0)),
+    (_MHA + "/key/kernel", _OURS + "/attention/qkv_kernel", (1, 1)),
+    (_MHA + "/value/kernel", _OURS + "/attention/qkv_kernel", (1, 2)),
+    (_MHA + "/query/bias", _OURS + "/attention/qkv_bias", (0, 0)),
+    (_MHA + "/key/bias", _OURS + "/attention/qkv_bias", (0, 1)),
+    (_MHA + "/value/bias", _OURS + "/attention/qkv_bias", (0, 2)),
+    (_MHA + "/out/kernel", _OURS + "/attention/out_kernel", None),
+    (_MHA + "/out/bias", _OURS + "/attention/out_bias", None),
+    (_BLOCK + "/LayerNorm_2/scale", _OURS + "/norm_2/gamma", None),
+    (_BLOCK + "/LayerNorm_2/bias", _OURS + "/norm_2/beta", None),
+    (_MLP + "/Dense_0/kernel", _OURS + "/mlp_dense_1/kernel", None),
+    (_MLP + "/Dense_0/bias", _OURS + "/mlp_dense_1/bias", None),
+    (_MLP + "/Dense_1/kernel", _OURS + "/mlp_dense_2/kernel", None),
+    (_MLP + "/Dense_1/bias", _OURS + "/mlp_dense_2/bias", None),
     ("Transformer/encoder_norm/scale", "encoder_norm/gamma", None),
     ("Transformer/encoder_norm/bias", "encoder_norm/beta", None),
     ("pre_logits/kernel", "pre_logits/kernel", None),
@@ -74,7 +67,7 @@ RENAMES = (
     ("block{s}/unit{u}/{conv}/kernel", "block{s}_unit{u}_{conv}/kernel", None),
     ("block{s}/unit{u}/{gn}/scale", "block{s}_unit{u}_{gn}/gamma", None),
     ("block{s}/unit{u}/{gn}/bias", "block{s}_unit{u}_{gn}/beta", None),
-)  # fmt: skip
+)
 
 _PLACEHOLDERS = {
     "i": r"\d+",
@@ -172,24 +165,27 @@ def read_npz(path: str | os.PathLike) -> dict[str, np.ndarray]:
             array in it is stored as pickled Python objects.
     """
     path = os.fspath(path)
+    with open(path, "rb") as f:
+        magic = f.read(6)
+    if magic.startswith((b"\x80", b"\x93NUMPY")):
+        raise CheckpointError(
+            f"{path!r} holds {_npy_contents(path)}, not an .npz archive of "
+            "named arrays. "
+            "Checkpoints are loaded with allow_pickle=False, so that opening a "
+            "file cannot run code; save one with `np.savez(path, **arrays)`."
+        )
+    if not magic.startswith(b"PK"):
+        raise CheckpointError(
+            f"{path!r} is not an .npz archive (it does not start as a zip "
+            "file); it may be corrupt or another format."
+        )
     try:
         archive = np.load(path, allow_pickle=False)
-    except ValueError as error:  # a pickled `np.save` file
-        raise CheckpointError(
-            f"{path!r} contains pickled data. Checkpoints are loaded with "
-            "allow_pickle=False, so that opening a file cannot run code; "
-            "re-save it with `np.savez(path, **arrays)` from plain arrays."
-        ) from error
-    except (OSError, EOFError, zipfile.BadZipFile) as error:
+    except (OSError, EOFError, ValueError, zipfile.BadZipFile) as error:
         raise CheckpointError(
             f"{path!r} is not a readable .npz archive ({error}). The file may "
             "be truncated or corrupt; download it again."
         ) from error
-    if not isinstance(archive, np.lib.npyio.NpzFile):
-        raise CheckpointError(
-            f"{path!r} holds a single array, not an .npz archive of named "
-            "checkpoint arrays."
-        )
     params = {}
     with archive:
         for key in archive.files:
@@ -200,12 +196,24 @@ def read_npz(path: str | os.PathLike) -> dict[str, np.ndarray]:
                     f"The array {key!r} in {path!r} is a pickled object array; "
                     "it is refused (allow_pickle=False)."
                 ) from error
-            except (OSError, EOFError, zipfile.BadZipFile, zipfile.LargeZipFile) as error:
+            except (OSError, EOFError, zipfile.BadZipFile) as error:
                 raise CheckpointError(
                     f"The array {key!r} in {path!r} cannot be read ({error}); "
                     "the file is corrupt."
                 ) from error
     return normalize(params)
+
+
+def _npy_contents(path: str) -> str:
+    """What a pickle or `.npy` file holds, found out without unpickling."""
+    with open(path, "rb") as f:
+        if f.read(1) == b"\x80":
+            return "pickled data"
+    try:
+        np.load(path, mmap_mode="r", allow_pickle=False)
+    except ValueError:  # an object array: its payload is a pickle
+        return "pickled data"
+    return "a single .npy array"
 
 
 def normalize(params: dict[str, np.ndarray]) -> dict[str, np.ndarray]:

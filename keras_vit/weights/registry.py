@@ -102,31 +102,34 @@ _AUGREG = (
      "0.01", "0.01"),
 )  # fmt: skip
 
-# Fine-tuned files whose upstream run differs from the pre-trained one above.
+# Checkpoints of other upstream runs than the table above:
+# (tag, variant, file stem, resolution, classes).
+_B32, _R26, _R50L = (
+    "B_32-i21k-300ep-lr_0.001",
+    "R26_S_32-i21k-300ep-lr_0.001",
+    ("R50_L_32-i21k-300ep-lr_0.001-aug_medium1-wd_0.1-do_0.1-sd_0.1"),
+)
 _AUGREG_EXTRA = (
-    ("augreg_in21k", "B/32", "B_32-i21k-300ep-lr_0.001-aug_medium1-wd_0.03-do_0.0-sd_0.0",
+    ("augreg_in21k", "B/32", f"{_B32}-aug_medium1-wd_0.03-do_0.0-sd_0.0",
      224, IMAGENET21K_CLASSES),
     ("augreg_in21k_ft_in1k", "B/32",
-     "B_32-i21k-300ep-lr_0.001-aug_medium1-wd_0.03-do_0.0-sd_0.0" + _I1K + "-lr_0.03-res_224",
+     f"{_B32}-aug_medium1-wd_0.03-do_0.0-sd_0.0{_I1K}-lr_0.03-res_224",
      224, IMAGENET1K_CLASSES),
     ("augreg_in21k_ft_in1k_384", "B/32",
-     "B_32-i21k-300ep-lr_0.001-aug_light1-wd_0.1-do_0.0-sd_0.0" + _I1K + "-lr_0.03-res_384",
+     f"{_B32}-aug_light1-wd_0.1-do_0.0-sd_0.0{_I1K}-lr_0.03-res_384",
      384, IMAGENET1K_CLASSES),
-    ("augreg_in21k", "R26+S/32", "R26_S_32-i21k-300ep-lr_0.001-aug_light1-wd_0.1-do_0.0-sd_0.0",
+    ("augreg_in21k", "R26+S/32", f"{_R26}-aug_light1-wd_0.1-do_0.0-sd_0.0",
      224, IMAGENET21K_CLASSES),
     ("augreg_in21k_ft_in1k", "R26+S/32",
-     "R26_S_32-i21k-300ep-lr_0.001-aug_light0-wd_0.03-do_0.1-sd_0.1" + _I1K + "-lr_0.03-res_224",
+     f"{_R26}-aug_light0-wd_0.03-do_0.1-sd_0.1{_I1K}-lr_0.03-res_224",
      224, IMAGENET1K_CLASSES),
     ("augreg_in21k_ft_in1k_384", "R26+S/32",
-     "R26_S_32-i21k-300ep-lr_0.001-aug_light1-wd_0.1-do_0.0-sd_0.0" + _I1K + "-lr_0.01-res_384",
+     f"{_R26}-aug_light1-wd_0.1-do_0.0-sd_0.0{_I1K}-lr_0.01-res_384",
      384, IMAGENET1K_CLASSES),
-    ("augreg_in21k", "R50+L/32", "R50_L_32-i21k-300ep-lr_0.001-aug_medium1-wd_0.1-do_0.1-sd_0.1",
-     224, IMAGENET21K_CLASSES),
-    ("augreg_in21k_ft_in1k", "R50+L/32",
-     "R50_L_32-i21k-300ep-lr_0.001-aug_medium1-wd_0.1-do_0.1-sd_0.1" + _I1K + "-lr_0.01-res_224",
+    ("augreg_in21k", "R50+L/32", _R50L, 224, IMAGENET21K_CLASSES),
+    ("augreg_in21k_ft_in1k", "R50+L/32", f"{_R50L}{_I1K}-lr_0.01-res_224",
      224, IMAGENET1K_CLASSES),
-    ("augreg_in21k_ft_in1k_384", "R50+L/32",
-     "R50_L_32-i21k-300ep-lr_0.001-aug_medium1-wd_0.1-do_0.1-sd_0.1" + _I1K + "-lr_0.01-res_384",
+    ("augreg_in21k_ft_in1k_384", "R50+L/32", f"{_R50L}{_I1K}-lr_0.01-res_384",
      384, IMAGENET1K_CLASSES),
 )  # fmt: skip
 
@@ -148,30 +151,44 @@ def _build_table() -> tuple[PretrainedWeights, ...]:
         if variant != "H/14":  # no public ImageNet-1k fine-tune of H/14
             table.append(
                 _original(
-                    "imagenet21k+imagenet2012", variant, name, 384,
-                    IMAGENET1K_CLASSES, None,
+                    "imagenet21k+imagenet2012",
+                    variant,
+                    name,
+                    384,
+                    IMAGENET1K_CLASSES,
+                    None,
                 )  # fmt: skip
             )
     for variant, name in (("B/16", "ViT-B_16-224"), ("L/16", "ViT-L_16-224")):
         table.append(
             _original(
-                "imagenet21k+imagenet2012_224", variant, name, 224,
-                IMAGENET1K_CLASSES, None,
+                "imagenet21k+imagenet2012_224",
+                variant,
+                name,
+                224,
+                IMAGENET1K_CLASSES,
+                None,
             )  # fmt: skip
         )
     for variant, run, lr_224, lr_384 in _AUGREG:
         table.append(_augreg("augreg_in21k", variant, run, 224, IMAGENET21K_CLASSES))
         table.append(
             _augreg(
-                "augreg_in21k_ft_in1k", variant, f"{run}{_I1K}-lr_{lr_224}-res_224",
-                224, IMAGENET1K_CLASSES,
+                "augreg_in21k_ft_in1k",
+                variant,
+                f"{run}{_I1K}-lr_{lr_224}-res_224",
+                224,
+                IMAGENET1K_CLASSES,
             )  # fmt: skip
         )
         if lr_384 is not None:
             table.append(
                 _augreg(
-                    "augreg_in21k_ft_in1k_384", variant,
-                    f"{run}{_I1K}-lr_{lr_384}-res_384", 384, IMAGENET1K_CLASSES,
+                    "augreg_in21k_ft_in1k_384",
+                    variant,
+                    f"{run}{_I1K}-lr_{lr_384}-res_384",
+                    384,
+                    IMAGENET1K_CLASSES,
                 )  # fmt: skip
             )
     for tag, variant, name, image_size, classes in _AUGREG_EXTRA:
@@ -201,7 +218,8 @@ def list_weights(variant: str | None = None) -> list[PretrainedWeights]:
 
 def is_tag(weights) -> bool:
     """Whether `weights` names a known tag (rather than a file)."""
-    return isinstance(weights, str) and any(w.tag == weights for w in PRETRAINED_WEIGHTS)
+    tags = {w.tag for w in PRETRAINED_WEIGHTS}
+    return isinstance(weights, str) and weights in tags
 
 
 def find(tag: str, variant: str | None) -> PretrainedWeights:

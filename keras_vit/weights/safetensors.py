@@ -154,74 +154,73 @@ def _out_proj(weight, num_heads):  # (D_out, D_in) -> (H, D_in / H, D_out)
     return np.transpose(weight).reshape(num_heads, -1, weight.shape[0])
 
 
-_MHA = "Transformer/encoderblock_{i}/MultiHeadDotProductAttention_1"
-_LN = "Transformer/encoderblock_{i}/LayerNorm_{n}"
-_MLP = "Transformer/encoderblock_{i}/MlpBlock_3/Dense_{n}"
+_BLOCK = "Transformer/encoderblock_{i}"
+_MHA = _BLOCK + "/MultiHeadDotProductAttention_1"
+_LN0, _LN2 = _BLOCK + "/LayerNorm_0", _BLOCK + "/LayerNorm_2"
+_FC0, _FC1 = _BLOCK + "/MlpBlock_3/Dense_0", _BLOCK + "/MlpBlock_3/Dense_1"
+_UNIT = "block{s}/unit{u}"
 
 # timm `VisionTransformer` (and its hybrid `HybridEmbed` + `ResNetV2`).
 # (regex, original-layout key template, conversion)
+_T = r"blocks\.(?P<i>\d+)\."
+_R = r"patch_embed\.backbone\."
+_S = _R + r"stages\.(?P<s>\d+)\.blocks\.(?P<u>\d+)\."
 _TIMM = (
     (r"cls_token", "cls", None),
     (r"pos_embed", "Transformer/posembed_input/pos_embedding", None),
     (r"patch_embed\.proj\.weight", "embedding/kernel", _conv),
     (r"patch_embed\.proj\.bias", "embedding/bias", None),
-    (r"blocks\.(?P<i>\d+)\.norm1\.weight", _LN.replace("{n}", "0") + "/scale", None),
-    (r"blocks\.(?P<i>\d+)\.norm1\.bias", _LN.replace("{n}", "0") + "/bias", None),
-    (r"blocks\.(?P<i>\d+)\.norm2\.weight", _LN.replace("{n}", "2") + "/scale", None),
-    (r"blocks\.(?P<i>\d+)\.norm2\.bias", _LN.replace("{n}", "2") + "/bias", None),
-    (r"blocks\.(?P<i>\d+)\.attn\.qkv\.weight", "qkv-weight", None),
-    (r"blocks\.(?P<i>\d+)\.attn\.qkv\.bias", "qkv-bias", None),
-    (r"blocks\.(?P<i>\d+)\.attn\.proj\.weight", _MHA + "/out/kernel", _out_proj),
-    (r"blocks\.(?P<i>\d+)\.attn\.proj\.bias", _MHA + "/out/bias", None),
-    (r"blocks\.(?P<i>\d+)\.mlp\.fc1\.weight", _MLP.replace("{n}", "0") + "/kernel", _linear),
-    (r"blocks\.(?P<i>\d+)\.mlp\.fc1\.bias", _MLP.replace("{n}", "0") + "/bias", None),
-    (r"blocks\.(?P<i>\d+)\.mlp\.fc2\.weight", _MLP.replace("{n}", "1") + "/kernel", _linear),
-    (r"blocks\.(?P<i>\d+)\.mlp\.fc2\.bias", _MLP.replace("{n}", "1") + "/bias", None),
+    (_T + r"norm1\.weight", _LN0 + "/scale", None),
+    (_T + r"norm1\.bias", _LN0 + "/bias", None),
+    (_T + r"norm2\.weight", _LN2 + "/scale", None),
+    (_T + r"norm2\.bias", _LN2 + "/bias", None),
+    (_T + r"attn\.qkv\.weight", "qkv-weight", None),
+    (_T + r"attn\.qkv\.bias", "qkv-bias", None),
+    (_T + r"attn\.proj\.weight", _MHA + "/out/kernel", _out_proj),
+    (_T + r"attn\.proj\.bias", _MHA + "/out/bias", None),
+    (_T + r"mlp\.fc1\.weight", _FC0 + "/kernel", _linear),
+    (_T + r"mlp\.fc1\.bias", _FC0 + "/bias", None),
+    (_T + r"mlp\.fc2\.weight", _FC1 + "/kernel", _linear),
+    (_T + r"mlp\.fc2\.bias", _FC1 + "/bias", None),
     (r"norm\.weight", "Transformer/encoder_norm/scale", None),
     (r"norm\.bias", "Transformer/encoder_norm/bias", None),
     (r"head\.weight", "head/kernel", _linear),
     (r"head\.bias", "head/bias", None),
-    (r"patch_embed\.backbone\.stem\.conv\.weight", "conv_root/kernel", _conv),
-    (r"patch_embed\.backbone\.stem\.norm\.weight", "gn_root/scale", None),
-    (r"patch_embed\.backbone\.stem\.norm\.bias", "gn_root/bias", None),
-    (r"patch_embed\.backbone\.stages\.(?P<s>\d+)\.blocks\.(?P<u>\d+)\.conv(?P<n>\d)\.weight",
-     "block{s}/unit{u}/conv{n}/kernel", _conv),
-    (r"patch_embed\.backbone\.stages\.(?P<s>\d+)\.blocks\.(?P<u>\d+)\.norm(?P<n>\d)\.weight",
-     "block{s}/unit{u}/gn{n}/scale", None),
-    (r"patch_embed\.backbone\.stages\.(?P<s>\d+)\.blocks\.(?P<u>\d+)\.norm(?P<n>\d)\.bias",
-     "block{s}/unit{u}/gn{n}/bias", None),
-    (r"patch_embed\.backbone\.stages\.(?P<s>\d+)\.blocks\.(?P<u>\d+)\.downsample\.conv\.weight",
-     "block{s}/unit{u}/conv_proj/kernel", _conv),
-    (r"patch_embed\.backbone\.stages\.(?P<s>\d+)\.blocks\.(?P<u>\d+)\.downsample\.norm\.weight",
-     "block{s}/unit{u}/gn_proj/scale", None),
-    (r"patch_embed\.backbone\.stages\.(?P<s>\d+)\.blocks\.(?P<u>\d+)\.downsample\.norm\.bias",
-     "block{s}/unit{u}/gn_proj/bias", None),
-)  # fmt: skip
+    (_R + r"stem\.conv\.weight", "conv_root/kernel", _conv),
+    (_R + r"stem\.norm\.weight", "gn_root/scale", None),
+    (_R + r"stem\.norm\.bias", "gn_root/bias", None),
+    (_S + r"conv(?P<n>\d)\.weight", _UNIT + "/conv{n}/kernel", _conv),
+    (_S + r"norm(?P<n>\d)\.weight", _UNIT + "/gn{n}/scale", None),
+    (_S + r"norm(?P<n>\d)\.bias", _UNIT + "/gn{n}/bias", None),
+    (_S + r"downsample\.conv\.weight", _UNIT + "/conv_proj/kernel", _conv),
+    (_S + r"downsample\.norm\.weight", _UNIT + "/gn_proj/scale", None),
+    (_S + r"downsample\.norm\.bias", _UNIT + "/gn_proj/bias", None),
+)
 
-_HF_LAYER = r"(?:encoder\.layer|layers)\.(?P<i>\d+)"
 # Hugging Face `ViTModel` / `ViTForImageClassification`: the hub layout
 # (`encoder.layer.{i}.attention.attention.query`) and the in-memory names of
 # transformers 5 (`layers.{i}.attention.q_proj`).
+_H = r"(?:encoder\.layer|layers)\.(?P<i>\d+)\."
+_QKV_NAME = r"attention\.(?:attention\.(?P<qkv>query|key|value)|(?P<p>[qkv])_proj)"
 _HF = (
     (r"embeddings\.cls_token", "cls", None),
-    (r"embeddings\.position_embeddings", "Transformer/posembed_input/pos_embedding", None),
+    (r"embeddings\.position_embeddings", "Transformer/posembed_input/pos_embedding",
+     None),
     (r"embeddings\.patch_embeddings\.projection\.weight", "embedding/kernel", _conv),
     (r"embeddings\.patch_embeddings\.projection\.bias", "embedding/bias", None),
-    (_HF_LAYER + r"\.layernorm_before\.weight", _LN.replace("{n}", "0") + "/scale", None),
-    (_HF_LAYER + r"\.layernorm_before\.bias", _LN.replace("{n}", "0") + "/bias", None),
-    (_HF_LAYER + r"\.layernorm_after\.weight", _LN.replace("{n}", "2") + "/scale", None),
-    (_HF_LAYER + r"\.layernorm_after\.bias", _LN.replace("{n}", "2") + "/bias", None),
-    (_HF_LAYER + r"\.attention\.(?:attention\.(?P<qkv>query|key|value)|(?P<p>[qkv])_proj)\.weight",
-     _MHA + "/{qkv}/kernel", "heads"),
-    (_HF_LAYER + r"\.attention\.(?:attention\.(?P<qkv>query|key|value)|(?P<p>[qkv])_proj)\.bias",
-     _MHA + "/{qkv}/bias", "head_bias"),
-    (_HF_LAYER + r"\.attention\.(?:output\.dense|o_proj)\.weight", _MHA + "/out/kernel", _out_proj),
-    (_HF_LAYER + r"\.attention\.(?:output\.dense|o_proj)\.bias", _MHA + "/out/bias", None),
-    (_HF_LAYER + r"\.(?:intermediate\.dense|mlp\.fc1)\.weight",
-     _MLP.replace("{n}", "0") + "/kernel", _linear),
-    (_HF_LAYER + r"\.(?:intermediate\.dense|mlp\.fc1)\.bias", _MLP.replace("{n}", "0") + "/bias", None),
-    (_HF_LAYER + r"\.(?:output\.dense|mlp\.fc2)\.weight", _MLP.replace("{n}", "1") + "/kernel", _linear),
-    (_HF_LAYER + r"\.(?:output\.dense|mlp\.fc2)\.bias", _MLP.replace("{n}", "1") + "/bias", None),
+    (_H + r"layernorm_before\.weight", _LN0 + "/scale", None),
+    (_H + r"layernorm_before\.bias", _LN0 + "/bias", None),
+    (_H + r"layernorm_after\.weight", _LN2 + "/scale", None),
+    (_H + r"layernorm_after\.bias", _LN2 + "/bias", None),
+    (_H + _QKV_NAME + r"\.weight", _MHA + "/{qkv}/kernel", "heads"),
+    (_H + _QKV_NAME + r"\.bias", _MHA + "/{qkv}/bias", "head_bias"),
+    (_H + r"attention\.(?:output\.dense|o_proj)\.weight", _MHA + "/out/kernel",
+     _out_proj),
+    (_H + r"attention\.(?:output\.dense|o_proj)\.bias", _MHA + "/out/bias", None),
+    (_H + r"(?:intermediate\.dense|mlp\.fc1)\.weight", _FC0 + "/kernel", _linear),
+    (_H + r"(?:intermediate\.dense|mlp\.fc1)\.bias", _FC0 + "/bias", None),
+    (_H + r"(?:output\.dense|mlp\.fc2)\.weight", _FC1 + "/kernel", _linear),
+    (_H + r"(?:output\.dense|mlp\.fc2)\.bias", _FC1 + "/bias", None),
     (r"layernorm\.weight", "Transformer/encoder_norm/scale", None),
     (r"layernorm\.bias", "Transformer/encoder_norm/bias", None),
     (r"pooler\.dense\.weight", "pre_logits/kernel", _linear),
@@ -314,7 +313,7 @@ def _split_qkv(value, block, kind, num_heads):
         return {f"{prefix}/qkv/{kind}": value}  # reported as unexpected
     parts = np.split(value, 3, axis=0)
     out = {}
-    for name, part in zip(("query", "key", "value"), parts):
+    for name, part in zip(("query", "key", "value"), parts, strict=True):
         if kind == "qkv-weight":
             out[f"{prefix}/{name}/kernel"] = _heads(part, num_heads)
         else:

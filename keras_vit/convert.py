@@ -1,0 +1,182 @@
+"""Converts an original `.npz` (or timm / Hugging Face `.safetensors`)
+checkpoint into a Keras `.weights.h5` or `.keras` file.
+
+Usage:
+
+    python -m keras_vit.convert in.npz out.weights.h5 --variant B/16
+    python -m keras_vit.convert in.npz out.keras --variant B/16 --image-size 384
+    python -m keras_vit.convert vit.safetensors out.weights.h5 --variant S/16
+
+The model is built from the checkpoint's own shapes unless told otherwise:
+its head width (`--num-classes`), `pre_logits` width
+(`--representation-size`), class token (else `gap` pooling) and resolution
+(`--image-size`; the position embedding is resampled when it differs). The
+same checks as `keras_vit.weights.load_weights` apply, so a file converted
+without error loads into a model built with the same arguments.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+
+import keras
+
+from keras_vit.models.variants import parse_variant
+from keras_vit.models.vit import ViT
+from keras_vit.weights import architecture
+from keras_vit.weights import npz
+from keras_vit.weights import safetensors
+from keras_vit.weights.errors import CheckpointError
+from keras_vit.weights.loader import load_weights
+
+
+def _image_size(text: str) -> tuple[int, int]:
+    parts = [int(p) for p in text.replace("x", ",").split(",") if p]
+    if len(parts) == 1:
+        parts *= 2
+    if len(parts) != 2 or min(parts) <= 0:
+        raise argparse.ArgumentTypeError(f"expected N or H,W; got {text!r}")
+    return tuple(parts)
+
+
+def _optional_int(text: str) -> int | None:
+    return None if text.lower() in ("none", "0") else int(text)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m keras_vit.convert",
+        description="Convert a ViT checkpoint (.npz or .safetensors) into a "
+        "Keras .weights.h5 or .keras file.",
+    )
+    parser.add_argument("checkpoint", help="input .npz or .safetensors file")
+    parser.add_argument("output", help="output .weights.h5 or .keras file")
+    parser.add_argument(
+        "--variant",
+        help="model variant, e.g. B/16 or R50+B/16 (read off an .npz when "
+        "omitted; required for .safetensors)",
+    )
+    parser.add_argument(
+        "--image-size",
+        type=_image_size,
+        help="model resolution, N or H,W (default: the checkpoint's)",
+    )
+    parser.add_argument(
+        "--num-classes",
+        type=int,
+        help="head width (default: the checkpoint's; a different value "
+        "gives a zero-initialised head)",
+    )
+    parser.add_argument(
+        "--representation-size",
+        type=_optional_int,
+        default=-1,
+        help="pre_logits width, or 'none' to drop it (default: the checkpoint's)",
+    )
+    parser.add_argument(
+        "--resample-method",
+        choices=("bilinear", "bicubic"),
+        default="bilinear",
+        help="position-embedding resampling (default: bilinear)",
+    )
+    return parser
+
+
+def _read(path: str, variant: str | None) -> dict:
+    if path.endswith(".safetensors"):
+        if variant is None:
+            raise SystemExit("--variant is required for a .safetensors checkpoint")
+        heads = parse_variant(variant).variant.num_heads
+        tensors = safetensors.read_safetensors(path)
+        return npz.normalize(safetensors.to_original_layout(tensors, heads))
+    return npz.read_npz(path)
+
+
+def model_arguments(params: dict, args: argparse.Namespace) -> dict:
+    """The `keras_vit.ViT` arguments for a checkpoint and the command line."""
+    arch = architecture.describe({k: tuple(v.shape) for k, v in params.items()})
+    variant = args.variant or arch.variant
+    if variant is None:
+        raise SystemExit(
+            f"Cannot name the checkpoint's variant ({arch.name}); pass --variant."
+        )
+    spec = parse_variant(variant)
+    class_token = "cls" in params
+    image_size = args.image_size
+    if image_size is None:
+        table = params.get(npz.POSEMB_KEY)
+        if table is None:
+            raise SystemExit(
+                "The checkpoint has no position embedding; pass --image-size."
+            )
+        side = math.isqrt(table.shape[1] - int(class_token))
+        image_size = (side * spec.total_stride,) * 2
+    head = params.get(npz.HEAD_KEYS[0])
+    num_classes = args.num_classes or (head.shape[-1] if head is not None else None)
+    representation_size = args.representation_size
+    if representation_size == -1:
+        pre_logits = params.get(npz.PRE_LOGITS_KEYS[0])
+        representation_size = None if pre_logits is None else pre_logits.shape[-1]
+    return dict(
+        variant=variant,
+        image_size=image_size,
+        num_classes=num_classes or 1000,
+        include_top=num_classes is not None,
+        representation_size=representation_size,
+        class_token=class_token,
+        pooling="token" if class_token else "gap",
+    )
+
+
+def convert(args: argparse.Namespace) -> keras.Model:
+    """Runs the conversion described by parsed command-line `args`."""
+    print(f"Reading {args.checkpoint}")
+    params = _read(args.checkpoint, args.variant)
+    kwargs = model_arguments(params, args)
+    print(
+        "Building keras_vit.ViT("
+        + ", ".join(f"{k}={v!r}" for k, v in kwargs.items())
+        + ")"
+    )
+    model = ViT(kwargs.pop("variant"), **kwargs)
+    progress = keras.utils.Progbar(len(model.weights), unit_name="weight")
+    notes = load_weights(
+        model,
+        params,
+        resample_method=args.resample_method,
+        keep_pre_logits=False if kwargs["representation_size"] is None else None,
+        progress=progress,
+    )
+    for note in notes:
+        print(note)
+    directory = os.path.dirname(os.path.abspath(args.output))
+    os.makedirs(directory, exist_ok=True)
+    if args.output.endswith(".keras"):
+        model.save(args.output)
+    elif args.output.endswith(".weights.h5"):
+        model.save_weights(args.output)
+    else:
+        raise ValueError("The output must end in .weights.h5 or .keras")
+    print(f"Wrote {args.output} ({model.count_params():,} parameters)")
+    return model
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command-line entry point; returns the exit status."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not args.output.endswith((".weights.h5", ".keras")):
+        parser.error("the output must end in .weights.h5 or .keras")
+    try:
+        convert(args)
+    except (CheckpointError, FileNotFoundError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

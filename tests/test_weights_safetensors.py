@@ -1,0 +1,174 @@
+"""keras_vit.weights with timm and Hugging Face `.safetensors` checkpoints.
+
+The fixtures in `tests/fixtures/` were written once by
+`scripts/make_timm_fixture.py` with timm and transformers (tiny random
+models, the images, and the outputs PyTorch computed in float64). These
+tests need only NumPy and the fixtures.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+
+import keras
+import ml_dtypes
+import numpy as np
+import pytest
+import reference
+
+import keras_vit
+from keras_vit.models.variants import ResNetSpec
+from keras_vit.weights import CheckpointError
+from keras_vit.weights import load_weights
+from keras_vit.weights import read_safetensors
+from keras_vit.weights import to_original_layout
+
+FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures")
+
+MODELS = {
+    "timm_vit": dict(image_size=32, num_classes=10),
+    "timm_vit_bf16": dict(image_size=32, num_classes=10),
+    "timm_vit_gap": dict(
+        image_size=(24, 40), num_classes=10, pooling="gap", class_token=False
+    ),
+    "timm_hybrid": dict(
+        image_size=32, num_classes=10, backbone=ResNetSpec((1, 1), width=32)
+    ),
+    "hf_vit": dict(image_size=32, num_classes=10),
+    "hf_vit_pooler": dict(image_size=32, include_top=False, representation_size=32),
+}
+
+
+def fixture(name):
+    return os.path.join(FIXTURES, name)
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_same_weights_give_the_pytorch_outputs(name):
+    # timm and transformers use the exact (erf) GELU.
+    model = keras_vit.ViT("test/8", gelu_approximate=False, **MODELS[name])
+    assert load_weights(model, fixture(f"{name}.safetensors")) == []
+    expected = np.load(fixture(f"{name}.npz"))
+    out = keras.ops.convert_to_numpy(model(expected["images"]))
+    assert out.shape == expected["logits"].shape
+    np.testing.assert_allclose(out, expected["logits"], rtol=1e-4, atol=1e-4)
+
+
+def test_every_timm_key_maps_to_the_original_layout():
+    tensors = read_safetensors(fixture("timm_vit.safetensors"))
+    params = to_original_layout(tensors, num_heads=2)
+    layout = reference.make_vit_checkpoint(
+        hidden_dim=32, depth=2, mlp_dim=64, num_heads=2, patch_size=8,
+        image_size=32, num_classes=10, shapes_only=True,
+    )  # fmt: skip
+    assert {k: v.shape for k, v in params.items()} == {
+        k: v.shape for k, v in layout.items()
+    }
+    # timm's fused (3D, D) qkv in torch layout: rows q, k, v; (out, in).
+    qkv = tensors["blocks.1.attn.qkv.weight"]
+    query = params[
+        "Transformer/encoderblock_1/MultiHeadDotProductAttention_1/query/kernel"
+    ]
+    value = params[
+        "Transformer/encoderblock_1/MultiHeadDotProductAttention_1/value/kernel"
+    ]
+    np.testing.assert_array_equal(query[:, 1, :], qkv[16:32].T)  # head 1 of q
+    np.testing.assert_array_equal(value.reshape(32, 32), qkv[64:].T)
+
+
+def test_hugging_face_layout_including_pre_logits():
+    tensors = read_safetensors(fixture("hf_vit_pooler.safetensors"))
+    assert "encoder.layer.0.attention.attention.query.weight" in tensors
+    params = to_original_layout(tensors, num_heads=2)
+    np.testing.assert_array_equal(
+        params["pre_logits/kernel"], tensors["pooler.dense.weight"].T
+    )
+    assert not [k for k in params if "." in k]  # every key translated
+    # transformers 5 in-memory names map to the same keys.
+    renamed = {
+        k.replace("encoder.layer.", "layers.")
+        .replace("attention.attention.query", "attention.q_proj")
+        .replace("attention.output.dense", "attention.o_proj"): v
+        for k, v in tensors.items()
+    }
+    assert to_original_layout(renamed, num_heads=2).keys() == params.keys()
+
+
+def test_bfloat16_tensors_read_as_float32():
+    full = read_safetensors(fixture("timm_vit.safetensors"))
+    half = read_safetensors(fixture("timm_vit_bf16.safetensors"))
+    header_size = int.from_bytes(
+        open(fixture("timm_vit_bf16.safetensors"), "rb").read(8), "little"
+    )
+    with open(fixture("timm_vit_bf16.safetensors"), "rb") as f:
+        f.seek(8)
+        header = json.loads(f.read(header_size))
+    assert header["pos_embed"]["dtype"] == "BF16"
+    for key, value in half.items():
+        assert value.dtype == np.float32
+        rounded = full[key].astype(ml_dtypes.bfloat16).astype(np.float32)
+        np.testing.assert_array_equal(value, rounded)
+    raw = read_safetensors(fixture("timm_vit_bf16.safetensors"), float32=False)
+    assert raw["pos_embed"].dtype == ml_dtypes.bfloat16
+
+
+def test_corrupt_safetensors_are_refused(tmp_path):
+    model = keras_vit.ViT("test/8", image_size=32, num_classes=10)
+    before = [w.copy() for w in model.get_weights()]
+    data = open(fixture("timm_vit.safetensors"), "rb").read()
+    truncated = tmp_path / "truncated.safetensors"
+    truncated.write_bytes(data[:-100])
+    with pytest.raises(CheckpointError, match="truncated or corrupt"):
+        load_weights(model, truncated)
+    bad_length = tmp_path / "length.safetensors"
+    bad_length.write_bytes((10**9).to_bytes(8, "little") + data[8:])
+    with pytest.raises(CheckpointError, match="header claims"):
+        load_weights(model, bad_length)
+    bad_json = tmp_path / "json.safetensors"
+    bad_json.write_bytes((5).to_bytes(8, "little") + b"{oops" + data[13:])
+    with pytest.raises(CheckpointError, match="unreadable header"):
+        load_weights(model, bad_json)
+    header = {"x.weight": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}}
+    blob = json.dumps(header).encode()
+    unknown = tmp_path / "unknown.safetensors"
+    unknown.write_bytes(len(blob).to_bytes(8, "little") + blob + b"\0" * 8)
+    with pytest.raises(CheckpointError, match="Unrecognised safetensors key layout"):
+        load_weights(model, unknown)
+    for old, new in zip(before, model.get_weights(), strict=True):
+        np.testing.assert_array_equal(old, new)
+
+
+def test_safetensors_into_the_wrong_model_names_keys_and_shapes(tmp_path):
+    model = keras_vit.ViT("test/8", image_size=32, num_classes=10, class_token=False,
+                          pooling="gap")  # fmt: skip
+    before = [w.copy() for w in model.get_weights()]
+    with pytest.raises(CheckpointError) as info:
+        load_weights(model, fixture("timm_vit.safetensors"))
+    assert info.value.unexpected == ["cls"]
+    assert "cls (1, 1, 32)" in str(info.value)
+    # A non-square (3x5) grid cannot be guessed from 15 positions.
+    with pytest.raises(CheckpointError, match=r"\(1, 15, 32\).*checkpoint_grid_size"):
+        load_weights(model, fixture("timm_vit_gap.safetensors"))
+    for old, new in zip(before, model.get_weights(), strict=True):
+        np.testing.assert_array_equal(old, new)
+    load_weights(
+        model, fixture("timm_vit_gap.safetensors"), checkpoint_grid_size=(3, 5)
+    )
+    table = keras.ops.convert_to_numpy(model.get_layer("posembed_input").embedding)
+    source = read_safetensors(fixture("timm_vit_gap.safetensors"))["pos_embed"]
+    expected = keras_vit.resample_position_embedding(
+        source, (4, 4), old_grid_size=(3, 5), num_prefix_tokens=0
+    )
+    np.testing.assert_allclose(table, expected, rtol=1e-6, atol=1e-7)
+
+
+def test_checkpoint_format_is_recognised_by_content(tmp_path):
+    copy = tmp_path / "weights.bin"
+    shutil.copy(fixture("timm_vit.safetensors"), copy)
+    model = keras_vit.ViT("test/8", image_size=32, num_classes=10)
+    load_weights(model, copy)
+    expected = np.load(fixture("timm_vit.npz"))
+    out = keras.ops.convert_to_numpy(model(expected["images"]))
+    np.testing.assert_allclose(out, expected["logits"], rtol=1e-4, atol=1e-4)
