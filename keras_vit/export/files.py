@@ -29,7 +29,9 @@ def staging_dir(path: pathlib.Path) -> pathlib.Path:
     only loads numeric version directories, never picks it up.
     """
     path.parent.mkdir(parents=True, exist_ok=True)
-    return pathlib.Path(tempfile.mkdtemp(prefix=f".{path.name}.partial-", dir=path.parent))
+    return pathlib.Path(
+        tempfile.mkdtemp(prefix=f".{path.name}.partial-", dir=path.parent)
+    )
 
 
 def move_into_place(staging: pathlib.Path, path: pathlib.Path, overwrite: bool):
@@ -48,7 +50,9 @@ def move_into_place(staging: pathlib.Path, path: pathlib.Path, overwrite: bool):
     if staging.is_file():
         os.replace(staging, path)  # Atomic for files.
         return
-    retired = pathlib.Path(tempfile.mkdtemp(prefix=f".{path.name}.old-", dir=path.parent))
+    retired = pathlib.Path(
+        tempfile.mkdtemp(prefix=f".{path.name}.old-", dir=path.parent)
+    )
     os.rename(path, retired / path.name)
     try:
         os.rename(staging, path)

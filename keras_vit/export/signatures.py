@@ -35,7 +35,11 @@ FEATURES = "features"
 SIGNATURE_NAMES = (SERVING_DEFAULT, SERVING_FLOAT, SERVING_BYTES, FEATURES)
 
 # The head's activation -> how probabilities are computed from the logits.
-_PROBABILITIES = {"linear": tf.nn.softmax, "softmax": tf.nn.softmax, "sigmoid": tf.sigmoid}
+_PROBABILITIES = {
+    "linear": tf.nn.softmax,
+    "softmax": tf.nn.softmax,
+    "sigmoid": tf.sigmoid,
+}
 
 
 class ServingGraph:
@@ -67,17 +71,28 @@ class ServingGraph:
             )
         height, width, channels = model.input_shape[1:]
         if channels != 3:
-            raise ValueError(f"Exports serve RGB images; {model.name!r} has {channels} channels.")
+            raise ValueError(
+                f"Exports serve RGB images; {model.name!r} has {channels} channels."
+            )
+        if _find_layer(model, "pool") is None:
+            raise ValueError(
+                f"{model.name!r} has no 'pool' layer: exports serve a pooled "
+                "representation. Build the model with pooling='token' or 'gap'."
+            )
         if int(top_k) < 1:
             raise ValueError(f"`top_k` must be >= 1. Received: top_k={top_k}")
         if not 0.0 < float(crop_fraction) <= 1.0:
-            raise ValueError(f"`crop_fraction` must be in (0, 1]. Received: {crop_fraction}")
+            raise ValueError(
+                f"`crop_fraction` must be in (0, 1]. Received: {crop_fraction}"
+            )
         self.model = model
         self.image_size = (int(height), int(width))
         self.crop_fraction = float(crop_fraction)
         # One functional model over the same layers gives the representation;
         # the logits follow from it through the head's weights.
-        self.features_model = feature_extractor(model, blocks=None, include_tokens=False)
+        self.features_model = feature_extractor(
+            model, blocks=None, include_tokens=False
+        )
         self.head = _find_layer(model, "head")
         self.includes_preprocessing = _find_layer(model, "preprocessing") is not None
         self.num_classes = None
@@ -87,10 +102,14 @@ class ServingGraph:
             self.num_classes = int(self.head.units)
         self.class_names = self._check_class_names(class_names)
         self.top_k = min(int(top_k), self.num_classes or 1)
+        self._traced_forward = None
 
     def _check_head(self):
         pooled = self.features_model.outputs[0]
-        if not isinstance(self.head, keras.layers.Dense) or self.head.input is not pooled:
+        if (
+            not isinstance(self.head, keras.layers.Dense)
+            or self.head.input is not pooled
+        ):
             raise ValueError(
                 f"The 'head' layer of {self.model.name!r} must be a Dense layer "
                 "applied to the pooled representation (as `keras_vit.ViT` builds it)."
@@ -109,7 +128,9 @@ class ServingGraph:
         if self.num_classes is None:
             raise ValueError("`class_names` needs a model with a classification head.")
         if isinstance(class_names, str):
-            raise ValueError("`class_names` must be a sequence of strings, not a string.")
+            raise ValueError(
+                "`class_names` must be a sequence of strings, not a string."
+            )
         class_names = tuple(str(name) for name in class_names)
         if len(class_names) != self.num_classes:
             raise ValueError(
@@ -144,25 +165,45 @@ class ServingGraph:
 
     # The computation ---------------------------------------------------------
 
-    def pooled(self, pixels: tf.Tensor) -> tf.Tensor:
-        """`(B, H, W, 3)` pixels in `[0, 255]` -> `(B, D)` float32."""
-        pixels = tf.cast(pixels, tf.float32)
+    def _forward(self, pixels: tf.Tensor) -> dict[str, tf.Tensor]:
+        """`(B, H, W, 3)` float32 pixels in `[0, 255]` -> every output."""
         # A model with a `preprocessing` layer maps [0, 255] itself.
         x = pixels if self.includes_preprocessing else to_model_range(pixels)
         pooled = self.features_model(x, training=False)["pooled"]
-        return tf.cast(pooled, tf.float32)  # (B, D)
-
-    def classify(self, pixels: tf.Tensor) -> dict[str, tf.Tensor]:
-        """`(B, H, W, 3)` pixels in `[0, 255]` -> logits and probabilities."""
-        pooled = self.pooled(pixels)
+        outputs = {"pooled": tf.cast(pooled, tf.float32)}  # (B, D)
         if self.head is None:
-            return {"pooled": pooled}
+            return outputs
         # The head without its activation: logits even for a softmax head.
         kernel = tf.cast(self.head.kernel, tf.float32)
-        logits = tf.matmul(pooled, kernel)  # (B, K)
+        logits = tf.matmul(outputs["pooled"], kernel)  # (B, K)
         if self.head.use_bias:
             logits = logits + tf.cast(self.head.bias, tf.float32)
-        return {"logits": logits, "probabilities": self.probabilities_fn(logits)}
+        outputs["logits"] = logits
+        outputs["probabilities"] = self.probabilities_fn(logits)
+        return outputs
+
+    def forward(self, pixels: tf.Tensor) -> dict[str, tf.Tensor]:
+        """Runs the model once: `pooled`, and `logits`, `probabilities`.
+
+        A `tf.function` traced once and called by every signature, so
+        exporting traces the model once rather than once per signature.
+
+        Args:
+            pixels: `(batch, H, W, 3)` pixels in `[0, 255]`, any real dtype.
+        """
+        if self._traced_forward is None:
+            spec = tf.TensorSpec((None, *self.image_size, 3), tf.float32)
+            self._traced_forward = tf.function(
+                self._forward, input_signature=[spec], autograph=False
+            )
+        return self._traced_forward(tf.cast(pixels, tf.float32))
+
+    def classify(self, pixels: tf.Tensor) -> dict[str, tf.Tensor]:
+        """Pixels in `[0, 255]` -> `logits`, `probabilities` (or `pooled`)."""
+        outputs = self.forward(pixels)
+        if self.head is None:
+            return {"pooled": outputs["pooled"]}
+        return {key: outputs[key] for key in ("logits", "probabilities")}
 
     def decode(self, image_bytes: tf.Tensor) -> tf.Tensor:
         """`(B,)` encoded images -> `(B, H, W, 3)` float32 pixels in `[0, 255]`."""
@@ -181,12 +222,15 @@ class ServingGraph:
     # The signatures ----------------------------------------------------------
 
     def serving_default(self, images: tf.Tensor) -> dict[str, tf.Tensor]:
+        """uint8 `(B, H, W, 3)` -> `logits`, `probabilities`."""
         return self.classify(images)
 
     def serving_float(self, images: tf.Tensor) -> dict[str, tf.Tensor]:
+        """float32 `(B, H, W, 3)` in `[0, 255]` -> `logits`, `probabilities`."""
         return self.classify(images)
 
     def serving_bytes(self, image_bytes: tf.Tensor) -> dict[str, tf.Tensor]:
+        """string `(B,)` -> `probabilities`, `top_k_*` (decoded, resized)."""
         outputs = self.classify(self.decode(image_bytes))
         if self.head is None:
             return outputs
@@ -203,13 +247,16 @@ class ServingGraph:
         return result
 
     def features(self, images: tf.Tensor) -> dict[str, tf.Tensor]:
-        return {"pooled": self.pooled(images)}
+        """uint8 `(B, H, W, 3)` -> `pooled`, the image representation."""
+        return {"pooled": self.forward(images)["pooled"]}
 
 
 def build_archive(graph: ServingGraph) -> keras.export.ExportArchive:
     """Returns a `keras.export.ExportArchive` with every signature added."""
     archive = keras.export.ExportArchive()
-    archive.track(graph.model)
+    # Variables used by the endpoints are saved with them. `archive.track`
+    # is not called: it would store every weight a second time, through
+    # its Keras wrapper.
     specs = graph.input_signatures()
     for name, fn in graph.functions().items():
         archive.add_endpoint(name, fn, input_signature=specs[name])

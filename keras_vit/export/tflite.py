@@ -54,10 +54,14 @@ def export_tflite(
     """
     path = pathlib.Path(path)
     if path.suffix != ".tflite":
-        raise ValueError(f"The LiteRT file name must end in '.tflite'. Received: {path}")
+        raise ValueError(
+            f"The LiteRT file name must end in '.tflite'. Received: {path}"
+        )
     signatures = list(signatures)
     if not signatures:
-        raise ValueError("`signatures` is empty: name at least one signature to convert.")
+        raise ValueError(
+            "`signatures` is empty: name at least one signature to convert."
+        )
     if SERVING_BYTES in signatures:
         raise ValueError(
             f"'{SERVING_BYTES}' decodes images with TensorFlow ops that LiteRT does "
