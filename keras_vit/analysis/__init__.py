@@ -28,28 +28,66 @@ distances = analysis.attention_distances(model, images)  # (depth, heads)
 ```
 """
 
-from keras_vit.analysis.attention import attention_weights
-from keras_vit.analysis.attention import iter_attention_weights
-from keras_vit.analysis.distance import attention_distances
-from keras_vit.analysis.distance import mean_attention_distance
-from keras_vit.analysis.distance import patch_distances
-from keras_vit.analysis.filters import PrincipalComponents
-from keras_vit.analysis.filters import components_as_rgb
-from keras_vit.analysis.filters import embedding_filters
-from keras_vit.analysis.fourier import feature_map_frequencies
-from keras_vit.analysis.fourier import high_frequency_log_amplitude
-from keras_vit.analysis.fourier import log_amplitude_spectrum
-from keras_vit.analysis.fourier import relative_log_amplitude
+from keras_vit.analysis._walk import TokenLayout, token_layout
+from keras_vit.analysis.attention import attention_weights, iter_attention_weights
+from keras_vit.analysis.distance import (
+    attention_distances,
+    mean_attention_distance,
+    patch_distances,
+)
+from keras_vit.analysis.filters import (
+    PrincipalComponents,
+    components_as_rgb,
+    embedding_filters,
+)
+from keras_vit.analysis.fourier import (
+    feature_map_frequencies,
+    high_frequency_log_amplitude,
+    log_amplitude_spectrum,
+    relative_log_amplitude,
+)
 from keras_vit.analysis.hessian import hessian_eigenvalues
-from keras_vit.analysis.noise import band_limited_noise
-from keras_vit.analysis.noise import frequency_bands
-from keras_vit.analysis.noise import noise_robustness
-from keras_vit.analysis.position_similarity import position_embedding_similarity
-from keras_vit.analysis.position_similarity import similarity_grid
-from keras_vit.analysis.rollout import attention_rollout
-from keras_vit.analysis.rollout import attention_rollout_maps
-from keras_vit.analysis.rollout import output_token_map
-from keras_vit.analysis.rollout import overlay
-from keras_vit.analysis.rollout import to_image_space
-from keras_vit.analysis._walk import TokenLayout
-from keras_vit.analysis._walk import token_layout
+from keras_vit.analysis.noise import (
+    band_limited_noise,
+    frequency_bands,
+    noise_robustness,
+)
+from keras_vit.analysis.position_similarity import (
+    position_embedding_similarity,
+    similarity_grid,
+)
+from keras_vit.analysis.rollout import (
+    attention_rollout,
+    attention_rollout_maps,
+    output_token_map,
+    overlay,
+    to_image_space,
+)
+
+__all__ = [
+    "PrincipalComponents",
+    "TokenLayout",
+    "attention_distances",
+    "attention_rollout",
+    "attention_rollout_maps",
+    "attention_weights",
+    "band_limited_noise",
+    "components_as_rgb",
+    "embedding_filters",
+    "feature_map_frequencies",
+    "frequency_bands",
+    "hessian_eigenvalues",
+    "high_frequency_log_amplitude",
+    "iter_attention_weights",
+    "log_amplitude_spectrum",
+    "mean_attention_distance",
+    "noise_robustness",
+    "output_token_map",
+    "overlay",
+    "patch_distances",
+    "position_embedding_similarity",
+    "relative_log_amplitude",
+    "similarity_grid",
+    "to_image_space",
+    "token_layout",
+]

@@ -10,8 +10,7 @@ caller chooses to keep) exist at a time.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 import keras
 import numpy as np
@@ -99,8 +98,7 @@ def resolve_blocks(blocks: int | Iterable[int] | str, depth: int) -> list[int]:
     for index in blocks:
         if not -depth <= int(index) < depth:
             raise ValueError(
-                f"Block index {index} is out of range for a model with {depth} "
-                "blocks."
+                f"Block index {index} is out of range for a model with {depth} blocks."
             )
         indices.append(int(index) % depth)
     if not indices:

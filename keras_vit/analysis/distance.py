@@ -20,14 +20,18 @@ from collections.abc import Iterable
 import keras
 import numpy as np
 
-from keras_vit.analysis._walk import BlockWalker
-from keras_vit.analysis._walk import batch_slices
-from keras_vit.analysis._walk import check_images
-from keras_vit.analysis._walk import resolve_blocks
+from keras_vit.analysis._walk import (
+    BlockWalker,
+    batch_slices,
+    check_images,
+    resolve_blocks,
+)
 from keras_vit.layers.utils import to_pair
 
 
-def patch_distances(grid_size: tuple[int, int], stride: int | tuple[int, int]) -> np.ndarray:
+def patch_distances(
+    grid_size: tuple[int, int], stride: int | tuple[int, int]
+) -> np.ndarray:
     """Euclidean distances between patch centres, in pixels.
 
     Args:

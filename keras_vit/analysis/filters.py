@@ -39,7 +39,9 @@ def _kernel(source) -> np.ndarray:
         try:
             layer = source.get_layer("embedding")
         except ValueError:
-            raise ValueError(f"Model {source.name!r} has no 'embedding' layer.") from None
+            raise ValueError(
+                f"Model {source.name!r} has no 'embedding' layer."
+            ) from None
         source = layer.kernel
     kernel = to_numpy(source).astype("float64")
     if kernel.ndim != 4:

@@ -21,8 +21,7 @@ batches small (8 to 32 images) for large models, or restrict `variables`.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import keras
 import numpy as np
@@ -61,20 +60,31 @@ class _HessianVectorProduct:
                 with tf.GradientTape() as inner:
                     loss = loss_fn(targets, model(inputs, training=False))
                 grads = inner.gradient(
-                    loss, self.variables, unconnected_gradients=tf.UnconnectedGradients.ZERO
+                    loss,
+                    self.variables,
+                    unconnected_gradients=tf.UnconnectedGradients.ZERO,
                 )
                 dot = tf.add_n(
-                    [tf.reduce_sum(g * tf.cast(v, g.dtype)) for g, v in zip(grads, vector)]
+                    [
+                        tf.reduce_sum(g * tf.cast(v, g.dtype))
+                        for g, v in zip(grads, vector, strict=True)
+                    ]
                 )
-            return outer.gradient(dot, self.variables, unconnected_gradients=tf.UnconnectedGradients.ZERO)
+            return outer.gradient(
+                dot, self.variables, unconnected_gradients=tf.UnconnectedGradients.ZERO
+            )
 
         self._product = product
 
     def __call__(self, batch, vector: np.ndarray) -> np.ndarray:
         parts = np.split(vector.astype("float32"), np.cumsum(self.sizes)[:-1])
-        parts = [tf.constant(p.reshape(s)) for p, s in zip(parts, self.shapes)]
+        parts = [
+            tf.constant(p.reshape(s)) for p, s in zip(parts, self.shapes, strict=True)
+        ]
         result = self._product(batch[0], batch[1], parts)
-        return np.concatenate([np.asarray(r, dtype="float64").reshape(-1) for r in result])
+        return np.concatenate(
+            [np.asarray(r, dtype="float64").reshape(-1) for r in result]
+        )
 
 
 def _top_eigenvalues(hvp, size, top_k, max_iterations, tolerance, rng, on_value):
@@ -189,7 +199,13 @@ def hessian_eigenvalues(
             return sum(hvp(batch, vector) for batch in group) / len(group)
 
         values = _top_eigenvalues(
-            group_hvp, hvp.size, int(top_k), int(max_iterations), tolerance, rng, on_value
+            group_hvp,
+            hvp.size,
+            int(top_k),
+            int(max_iterations),
+            tolerance,
+            rng,
+            on_value,
         )
         results.append(sorted(values, key=abs, reverse=True))
     results = np.asarray(results, dtype="float64")

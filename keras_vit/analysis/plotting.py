@@ -23,11 +23,10 @@ from typing import NamedTuple
 
 import numpy as np
 
-from keras_vit.analysis.filters import PrincipalComponents
-from keras_vit.analysis.filters import components_as_rgb
+from keras_vit.analysis.filters import PrincipalComponents, components_as_rgb
 from keras_vit.analysis.position_similarity import similarity_grid
 
-_WRAP = 100  # caption characters per line
+_CHARS_PER_INCH = 13  # caption characters per inch of figure width
 _LINE_INCHES = 0.17
 
 
@@ -50,16 +49,19 @@ def _matplotlib():
         from matplotlib.figure import Figure
     except ImportError:
         raise ImportError(
-            "keras_vit.analysis.plotting needs matplotlib: "
-            'pip install "keras_vit[viz]"'
+            'keras_vit.analysis.plotting needs matplotlib: pip install "keras_vit[viz]"'
         ) from None
     return Figure, FigureCanvasAgg
 
 
-def _new_figure(width: float, height: float, caption: str):
-    """A figure of `width x height` inches of plot, plus room for the caption."""
+def _new_figure(width: float, height: float, caption: str, axis_labels: bool = True):
+    """A figure of `width x height` inches of plot, plus room for the caption.
+
+    `axis_labels` leaves room for tick and axis labels under the plot; image
+    grids without axes need none.
+    """
     figure_class, canvas_class = _matplotlib()
-    lines = textwrap.wrap(caption, _WRAP)
+    lines = textwrap.wrap(caption, max(40, int(width * _CHARS_PER_INCH)))
     caption_height = _LINE_INCHES * len(lines) + 0.15
     total = height + caption_height
     figure = figure_class(figsize=(width, total), dpi=100)
@@ -73,8 +75,11 @@ def _new_figure(width: float, height: float, caption: str):
         fontsize=7.5,
         linespacing=1.25,
     )
-    bottom = (caption_height + 0.45) / total
-    figure.subplots_adjust(bottom=bottom, top=1 - 0.35 / total)
+    bottom = (caption_height + (0.45 if axis_labels else 0.05)) / total
+    left = 0.7 / width if axis_labels else 0.02
+    figure.subplots_adjust(
+        bottom=bottom, top=1 - 0.3 / total, left=left, right=1 - 0.2 / width
+    )
     return figure
 
 
@@ -132,7 +137,7 @@ def plot_attention_heads(
         f"Attention weights{where}: for each of the {heads} heads, how much "
         f"{query} attends to each patch (brighter = more). Left: the input."
     )
-    figure = _new_figure(1.6 * (heads + 1), 1.9, caption)
+    figure = _new_figure(1.6 * (heads + 1), 1.7, caption, axis_labels=False)
     axes = figure.subplots(1, heads + 1)
     low, high = value_range
     shown = np.clip((np.asarray(image, "float32") - low) / (high - low), 0, 1)
@@ -146,9 +151,7 @@ def plot_attention_heads(
     return CaptionedFigure(figure, caption)
 
 
-def plot_rollout(
-    images, overlays, titles: list[str] | None = None
-) -> CaptionedFigure:
+def plot_rollout(images, overlays, titles: list[str] | None = None) -> CaptionedFigure:
     """Inputs (top row) and their attention-rollout overlays (bottom row).
 
     Args:
@@ -170,7 +173,7 @@ def plot_rollout(
         "residual, rows renormalised), resized to the image. Top: input; "
         "bottom: rollout over the input (bright = attended)."
     )
-    figure = _new_figure(1.3 * count + 0.2, 2.8, caption)
+    figure = _new_figure(1.3 * count + 0.2, 2.6, caption, axis_labels=False)
     axes = figure.subplots(2, count, squeeze=False)
     for column in range(count):
         axes[0, column].imshow(images[column])
@@ -205,11 +208,12 @@ def plot_attention_distance(
     )
     figure = _new_figure(4.6, 3.0, caption)
     ax = figure.subplots()
-    for row, block in zip(distances, blocks):
+    for row, block in zip(distances, blocks, strict=True):
         ax.scatter(np.full(len(row), block), row, s=14, alpha=0.8)
     ax.set_xlabel("block (network depth)")
     ax.set_ylabel("mean attention distance (px)")
-    ax.set_ylim(bottom=0)
+    ax.set_ylim(0, 1.1 * distances.max())
+    ax.set_xlim(blocks[0] - 0.5, blocks[-1] + 0.5)
     ax.set_xticks(blocks)
     return CaptionedFigure(figure, caption)
 
@@ -261,7 +265,9 @@ def plot_embedding_filters(
         f"[0, 1], largest variance first; together they explain {share:.0%} "
         "of the filters' variance."
     )
-    figure = _new_figure(0.55 * columns + 0.4, 0.55 * rows + 0.2, caption)
+    figure = _new_figure(
+        max(0.55 * columns + 0.4, 4.0), 0.55 * rows + 0.2, caption, axis_labels=False
+    )
     axes = figure.subplots(rows, columns, squeeze=False)
     for index, ax in enumerate(axes.flat):
         if index < count:
@@ -293,7 +299,7 @@ def plot_fourier(result: dict) -> CaptionedFigure:
     figure.subplots_adjust(wspace=0.35)
     frequencies = np.linspace(0, 1, profiles.shape[1])
     colours = _colormap("plasma")(np.linspace(0, 0.9, len(profiles)))
-    for profile, colour in zip(profiles, colours):
+    for profile, colour in zip(profiles, colours, strict=True):
         left.plot(frequencies, profile, color=colour, lw=1.2)
     left.set_xlabel("frequency (× π)")
     left.set_ylabel("Δ log amplitude")
@@ -302,9 +308,15 @@ def plot_fourier(result: dict) -> CaptionedFigure:
     for kind, marker, name in (("msa", "o", "after MSA"), ("mlp", "s", "after MLP")):
         chosen = [i for i, label in enumerate(labels) if label.startswith(kind)]
         if chosen:
-            right.scatter(chosen, delta[chosen], marker=marker, s=22, label=name, zorder=2)
-    others = [i for i, label in enumerate(labels) if not label.startswith(("msa", "mlp"))]
-    right.scatter(others, delta[others], marker="D", s=22, color="k", label="other", zorder=2)
+            right.scatter(
+                chosen, delta[chosen], marker=marker, s=22, label=name, zorder=2
+            )
+    others = [
+        i for i, label in enumerate(labels) if not label.startswith(("msa", "mlp"))
+    ]
+    right.scatter(
+        others, delta[others], marker="D", s=22, color="k", label="other", zorder=2
+    )
     right.set_xticks(depth)
     right.set_xticklabels(labels, rotation=90, fontsize=6)
     right.set_ylabel("Δ log amplitude at π")
@@ -331,7 +343,9 @@ def plot_hessian_spectrum(eigenvalues) -> CaptionedFigure:
     )
     figure = _new_figure(4.6, 3.0, caption)
     ax = figure.subplots()
-    ax.hist(eigenvalues.reshape(-1), bins=max(10, min(40, eigenvalues.size)), color="C0")
+    ax.hist(
+        eigenvalues.reshape(-1), bins=max(10, min(40, eigenvalues.size)), color="C0"
+    )
     ax.axvline(0, color="k", lw=0.8)
     ax.set_xlabel("Hessian eigenvalue")
     ax.set_ylabel("count")

@@ -16,9 +16,7 @@ from collections.abc import Sequence
 import keras
 import numpy as np
 
-from keras_vit.analysis._walk import BlockWalker
-from keras_vit.analysis._walk import batch_slices
-from keras_vit.analysis._walk import check_images
+from keras_vit.analysis._walk import BlockWalker, batch_slices, check_images
 
 HEAD_FUSIONS = ("mean", "max", "min")
 
@@ -234,8 +232,7 @@ def overlay(
     heatmap = np.asarray(heatmap, dtype="float32")
     if image.ndim != 3 or image.shape[-1] not in (1, 3):
         raise ValueError(
-            "Expected an image (height, width, 1 or 3). Received: shape "
-            f"{image.shape}"
+            f"Expected an image (height, width, 1 or 3). Received: shape {image.shape}"
         )
     if heatmap.shape != image.shape[:2]:
         raise ValueError(

@@ -1,0 +1,1 @@
+"""Runnable recipes built on `keras_vit`: `python -m recipes.<name> --help`."""
