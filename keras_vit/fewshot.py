@@ -25,7 +25,7 @@ Example:
 ```python
 accuracies = few_shot_evaluate(
     model, (train_images, train_labels), (test_images, test_labels)
-)  # {"1shot": 0.41, "5shot": 0.77, "10shot": 0.84, "25shot": 0.89}
+)  # {"1shot": ..., "5shot": ..., "10shot": ..., "25shot": ...}
 ```
 """
 
@@ -36,6 +36,8 @@ from collections.abc import Sequence
 
 import keras
 import numpy as np
+
+from keras_vit.models.features import feature_extractor
 
 SHOTS = (1, 5, 10, 25)
 # Candidate regularisers for l2="auto": 2^-4 ... 2^20, a factor 4 apart. On
@@ -167,14 +169,20 @@ def few_shot_accuracy(
     accuracies = few_shot_accuracy(x_train, y_train, x_test, y_test)
     ```
     """
-    train_features, train_labels = _check_features(train_features, train_labels, "train")
+    l2 = _check_l2(l2)
+    train_features, train_labels = _check_features(
+        train_features, train_labels, "train"
+    )
     test_features, test_labels = _check_features(test_features, test_labels, "test")
     if train_features.shape[1] != test_features.shape[1]:
         raise ValueError(
             f"Train features have dim {train_features.shape[1]}, test features "
             f"{test_features.shape[1]}."
         )
-    subsets = [sample_shots(train_labels, shots, seed + t) for t in range(_check_trials(trials))]
+    subsets = [
+        sample_shots(train_labels, shots, seed + t)
+        for t in range(_check_trials(trials))
+    ]
     return _accuracies(
         train_features, train_labels, subsets, test_features, test_labels, l2
     )
@@ -194,6 +202,8 @@ def extract_features(
             `feature` (such as `keras_vit.feature_extractor(vit)`).
         data: `(images, labels)` NumPy arrays, or an iterable of
             `(images, labels, ...)` batches (e.g. a finite `tf.data.Dataset`).
+            Labels are class indices `(batch,)` or one-hot (or soft)
+            `(batch, classes)`, read as their argmax.
         feature: Key of the feature in a dict output. Defaults to `"pooled"`.
         batch_size: Batch size for array inputs. Defaults to 64.
         steps: Stop after this many batches (needed for an endless dataset).
@@ -202,9 +212,17 @@ def extract_features(
         `(features, labels)`: float32 `(n, dim)` and `(n,)` arrays.
     """
     features, labels = [], []
+    full_size = None
     for step, (images, batch_labels) in enumerate(_batches(data, batch_size)):
         if steps is not None and step >= steps:
             break
+        images = np.asarray(images)
+        count = len(images)
+        full_size = full_size or count
+        if count < full_size:
+            # Pad a short last batch: one traced predict function, not two.
+            padding = np.zeros((full_size - count, *images.shape[1:]), images.dtype)
+            images = np.concatenate([images, padding])
         outputs = model.predict_on_batch(images)
         if isinstance(outputs, dict):
             if feature not in outputs:
@@ -212,8 +230,9 @@ def extract_features(
                     f"The model's outputs {sorted(outputs)} have no {feature!r}."
                 )
             outputs = outputs[feature]
-        features.append(np.asarray(outputs, dtype="float32").reshape(len(outputs), -1))
-        labels.append(np.asarray(batch_labels).reshape(-1))
+        outputs = np.asarray(outputs, dtype="float32")[:count]
+        features.append(outputs.reshape(count, -1))
+        labels.append(_class_indices(batch_labels, count))
     if not features:
         raise ValueError("The data gave no batches.")
     return np.concatenate(features), np.concatenate(labels)
@@ -254,12 +273,19 @@ def few_shot_evaluate(
     Example:
 
     ```python
-    model = keras_vit.ViT_B16(weights="B/16.augreg_in21k")
+    model = keras_vit.ViT_B16(weights="augreg_in21k")
     few_shot_evaluate(model, (x_train, y_train), (x_test, y_test))
     ```
     """
     return _evaluate_model(
-        _feature_model(model), train_data, test_data, shots, l2, seed, trials, batch_size
+        _feature_model(model),
+        train_data,
+        test_data,
+        shots,
+        l2,
+        seed,
+        trials,
+        batch_size,
     )
 
 
@@ -383,7 +409,9 @@ class _CentredSVD:
         shrink = self._filter(l2, 2)  # eigenvalues of the hat matrix, (r,)
         fitted = self.u @ (shrink[:, None] * self.uty)  # centred fit, (n, k)
         leverage = 1.0 / self.n + (self.u**2) @ shrink  # diag(H), (n,)
-        residual = (self.y_centred - fitted) / np.maximum(1.0 - leverage, 1e-12)[:, None]
+        residual = (self.y_centred - fitted) / np.maximum(1.0 - leverage, 1e-12)[
+            :, None
+        ]
         return float(np.mean(residual**2))
 
 
@@ -417,21 +445,24 @@ def _accuracies(train_features, train_labels, subsets, test_features, test_label
     return {f"{shots}shot": totals[shots] / len(subsets) for shots in sorted(totals)}
 
 
-def _evaluate_model(features_model, train_data, test_data, shots, l2, seed, trials, batch_size):
+def _evaluate_model(
+    features_model, train_data, test_data, shots, l2, seed, trials, batch_size
+):
     shots = _check_shots(shots)
     trials = _check_trials(trials)
+    l2 = _check_l2(l2)
     if _is_array_pair(train_data):
         # Draw first, then run only the drawn images through the model.
         images, labels = train_data
         labels = np.asarray(labels).reshape(-1)
         if len(images) != len(labels):
-            raise ValueError(
-                f"{len(images)} training images but {len(labels)} labels."
-            )
+            raise ValueError(f"{len(images)} training images but {len(labels)} labels.")
         subsets = [sample_shots(labels, shots, seed + t) for t in range(trials)]
         used = np.unique(np.concatenate([i for s in subsets for i in s.values()]))
         train_features, _ = extract_features(
-            features_model, (np.asarray(images)[used], labels[used]), batch_size=batch_size
+            features_model,
+            (np.asarray(images)[used], labels[used]),
+            batch_size=batch_size,
         )
         train_labels = labels[used]
         subsets = [{s: np.searchsorted(used, i) for s, i in d.items()} for d in subsets]
@@ -454,9 +485,9 @@ def _evaluate_model(features_model, train_data, test_data, shots, l2, seed, tria
 
 
 def _feature_model(model: keras.Model) -> keras.Model:
-    from keras_vit.models.features import feature_extractor
-
-    return feature_extractor(model, blocks=None, include_pooled=True, include_tokens=False)
+    return feature_extractor(
+        model, blocks=None, include_pooled=True, include_tokens=False
+    )
 
 
 def _is_array_pair(data) -> bool:
@@ -482,6 +513,16 @@ def _batches(data, batch_size: int) -> Iterable:
                 "arrays or batches of `(images, labels)`."
             )
         yield batch[0], batch[1]
+
+
+def _class_indices(labels, count: int) -> np.ndarray:
+    labels = np.asarray(labels)
+    if labels.ndim == 2 and labels.shape[1] > 1:
+        labels = np.argmax(labels, axis=1)  # one-hot, as keras_vit.data gives
+    labels = labels.reshape(-1)
+    if len(labels) != count:
+        raise ValueError(f"A batch has {count} images but {len(labels)} labels.")
+    return labels
 
 
 def _check_regression_inputs(features, targets):
@@ -522,7 +563,9 @@ def _check_trials(trials) -> int:
 def _check_l2(l2) -> float | tuple[float, ...]:
     if isinstance(l2, str):
         if l2 != "auto":
-            raise ValueError(f"`l2` must be 'auto', a number or a list. Received: {l2!r}")
+            raise ValueError(
+                f"`l2` must be 'auto', a number or a list. Received: {l2!r}"
+            )
         return L2_GRID
     if np.ndim(l2) == 0:
         if not float(l2) >= 0:

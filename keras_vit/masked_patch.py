@@ -18,7 +18,7 @@ Example:
 
 ```python
 model = masked_patch_model("B/16", image_size=224, seed=0)
-model.compile(keras.optimizers.Adam(2e-4, clipnorm=1.0))
+model.compile(keras.optimizers.Adam(2e-4, global_clipnorm=1.0))
 model.fit(images, epochs=1)  # images in [-1, 1]; labels are ignored
 
 classifier = keras_vit.ViT("B/16", num_classes=10, image_size=384)
@@ -217,9 +217,7 @@ class PatchCorruption(keras.layers.Layer):
                 "mask_rate": self.mask_rate,
                 "random_rate": self.random_rate,
                 "seed": self.seed,
-                "mask_initializer": keras.initializers.serialize(
-                    self.mask_initializer
-                ),
+                "mask_initializer": keras.initializers.serialize(self.mask_initializer),
             }
         )
         return config
@@ -266,7 +264,9 @@ class MeanColorTargets(keras.layers.Layer):
       Appendix B.1.2.
     """
 
-    def __init__(self, patch_size: int | tuple[int, int], bits: int = COLOR_BITS, **kwargs):
+    def __init__(
+        self, patch_size: int | tuple[int, int], bits: int = COLOR_BITS, **kwargs
+    ):
         kwargs.setdefault("dtype", "float32")
         super().__init__(**kwargs)
         self.patch_size = to_pair(patch_size, "patch_size")
@@ -285,7 +285,9 @@ class MeanColorTargets(keras.layers.Layer):
                 f"{self.bits} bits x {input_shape[-1]} channels gives more than "
                 "2**24 classes; use fewer bits."
             )
-        for size, patch, axis in zip(input_shape[1:3], self.patch_size, ("height", "width")):
+        for size, patch, axis in zip(
+            input_shape[1:3], self.patch_size, ("height", "width"), strict=True
+        ):
             if size is not None and size % patch:
                 raise ValueError(
                     f"The image {axis} ({size}) is not a multiple of the patch "
@@ -370,7 +372,9 @@ class MaskedPatchModel(keras.Model):
             name="patch_accuracy"
         )
 
-    def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
+    def compute_loss(
+        self, x=None, y=None, y_pred=None, sample_weight=None, training=True
+    ):
         del x, y, sample_weight, training
         loss = masked_patch_loss(y_pred["targets"], y_pred["logits"], y_pred["mask"])
         for extra in self.losses:
@@ -450,7 +454,7 @@ def masked_patch_model(
     """
     spec = parse_variant(variant)
     image_size = to_pair(image_size, "image_size")
-    for size, axis in zip(image_size, ("height", "width")):
+    for size, axis in zip(image_size, ("height", "width"), strict=True):
         if size % spec.total_stride:
             raise ValueError(
                 f"The image {axis} ({size}) is not a multiple of the token "
@@ -535,7 +539,7 @@ def transfer_encoder(
     Example:
 
     ```python
-    pretrained = keras.saving.load_model("masked_pretrain.keras")
+    pretrained = keras.saving.load_model("runs/masked_b16/final.keras")
     classifier = keras_vit.ViT("B/16", num_classes=100, image_size=384)
     transfer_encoder(pretrained, classifier)
     ```
@@ -554,7 +558,12 @@ def transfer_encoder(
         values = source[name].get_weights()
         if isinstance(layer, AddPositionEmbedding):
             values = _position_embedding_for(source[name], layer, method)
-        for weight, value in zip(layer.weights, values):
+        if len(values) != len(layer.weights):
+            raise ValueError(
+                f"Layer {name!r} has {len(layer.weights)} weights in the "
+                f"classifier and {len(values)} in the pre-trained model."
+            )
+        for weight, value in zip(layer.weights, values, strict=True):
             if tuple(weight.shape) != tuple(value.shape):
                 raise ValueError(
                     f"Layer {name!r}: weight {weight.name!r} has shape "
