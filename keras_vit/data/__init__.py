@@ -18,19 +18,19 @@ dataset = data.train_dataset(source, image_size=32, global_batch_size=64,
 ```
 """
 
-from keras_vit.data.augment import BatchMixer
-from keras_vit.data.augment import inception_crop
-from keras_vit.data.augment import train_transform
-from keras_vit.data.datasets import ImageSource
-from keras_vit.data.datasets import digits
-from keras_vit.data.datasets import image_folder
-from keras_vit.data.datasets import load_source
-from keras_vit.data.datasets import parse_split
-from keras_vit.data.datasets import tfds_source
-from keras_vit.data.pipeline import eval_dataset
-from keras_vit.data.pipeline import per_replica_batch_size
-from keras_vit.data.pipeline import steps_per_epoch
-from keras_vit.data.pipeline import train_dataset
-from keras_vit.data.transforms import decode_image
-from keras_vit.data.transforms import eval_resize
-from keras_vit.data.transforms import to_model_range
+from keras_vit.data.augment import BatchMixer, inception_crop, train_transform
+from keras_vit.data.datasets import (
+    ImageSource,
+    digits,
+    image_folder,
+    load_source,
+    parse_split,
+    tfds_source,
+)
+from keras_vit.data.pipeline import (
+    eval_dataset,
+    full_batches,
+    per_replica_batch_size,
+    train_dataset,
+)
+from keras_vit.data.transforms import decode_image, eval_resize, to_model_range

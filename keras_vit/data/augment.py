@@ -141,7 +141,7 @@ class BatchMixer:
     def __init__(self, mixup_alpha: float = 0.0, cutmix_factor: float = 0.0, seed=None):
         if mixup_alpha < 0 or not 0 <= cutmix_factor <= 1:
             raise ValueError(
-                "`mixup_alpha` and `cutmix_factor` must be >= 0 (and cutmix_factor <= 1). Received: "
+                "Need mixup_alpha >= 0 and 0 <= cutmix_factor <= 1. Received: "
                 f"mixup_alpha={mixup_alpha}, cutmix_factor={cutmix_factor}"
             )
         if not (mixup_alpha or cutmix_factor):

@@ -57,6 +57,8 @@ class ImageSource:
         num_classes: Number of classes.
         class_names: One name per class index.
         encoded: Whether images are encoded bytes still to be decoded.
+        may_fail_to_decode: Whether some images may not decode (files from
+            a folder); pipelines then drop those instead of failing.
         skipped: Files left out because they could not be read as images.
         name: A short description, e.g. `"digits:train"`.
     """
@@ -66,6 +68,7 @@ class ImageSource:
     num_classes: int
     class_names: tuple[str, ...]
     encoded: bool = False
+    may_fail_to_decode: bool = False
     skipped: tuple[str, ...] = ()
     name: str = ""
 
@@ -150,7 +153,9 @@ def digits(split: str = "train") -> ImageSource:
     )
 
 
-def image_folder(directory: str, split: str = "train", validate: bool = True) -> ImageSource:
+def image_folder(
+    directory: str, split: str = "train", validate: bool = True
+) -> ImageSource:
     """Images in one sub-folder per class, as an `ImageSource`.
 
     The conventions of `keras.utils.image_dataset_from_directory`: each
@@ -185,9 +190,7 @@ def image_folder(directory: str, split: str = "train", validate: bool = True) ->
     sliced_root = not os.path.isdir(root)
     if sliced_root:
         root = directory
-    class_names = sorted(
-        entry.name for entry in os.scandir(root) if entry.is_dir()
-    )
+    class_names = sorted(entry.name for entry in os.scandir(root) if entry.is_dir())
     if not class_names:
         raise ValueError(
             f"Image folder {root!r} has no class sub-folders. Expected "
@@ -204,13 +207,15 @@ def image_folder(directory: str, split: str = "train", validate: bool = True) ->
     skipped = []
     if validate:
         keep = [_is_readable_image(path) for path in paths]
-        skipped = [path for path, ok in zip(paths, keep) if not ok]
-        paths = [path for path, ok in zip(paths, keep) if ok]
-        labels = [label for label, ok in zip(labels, keep) if ok]
+        skipped = [path for path, ok in zip(paths, keep, strict=True) if not ok]
+        paths = [path for path, ok in zip(paths, keep, strict=True) if ok]
+        labels = [label for label, ok in zip(labels, keep, strict=True) if ok]
         if skipped:
             logger.warning(
                 "Skipped %d unreadable image file(s) in %s, e.g. %s",
-                len(skipped), root, skipped[0],
+                len(skipped),
+                root,
+                skipped[0],
             )
     if not paths:
         raise ValueError(f"No readable images under {root!r}.")
@@ -229,6 +234,7 @@ def image_folder(directory: str, split: str = "train", validate: bool = True) ->
         num_classes=len(class_names),
         class_names=tuple(class_names),
         encoded=True,
+        may_fail_to_decode=True,
         skipped=tuple(skipped),
         name=f"folder:{root}:{split}",
     )

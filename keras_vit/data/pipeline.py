@@ -24,12 +24,11 @@ import tensorflow as tf
 
 from keras_vit.data import augment
 from keras_vit.data.datasets import ImageSource
-from keras_vit.data.transforms import decode_image
-from keras_vit.data.transforms import eval_resize
-from keras_vit.data.transforms import to_model_range
+from keras_vit.data.transforms import decode_image, eval_resize, to_model_range
 from keras_vit.layers.utils import to_pair
 
 AUTOTUNE = tf.data.AUTOTUNE
+_GRAPH_SEED = 87_178_291
 
 
 def per_replica_batch_size(global_batch_size: int, num_replicas: int) -> int:
@@ -59,15 +58,16 @@ def per_replica_batch_size(global_batch_size: int, num_replicas: int) -> int:
             f"global_batch_size={global_batch_size}, num_replicas={num_replicas}"
         )
     if global_batch_size % num_replicas:
+        suggestion = num_replicas * max(1, global_batch_size // num_replicas)
         raise ValueError(
             f"The global batch size {global_batch_size} is not divisible by the "
             f"{num_replicas} replicas of the strategy. Use a multiple of "
-            f"{num_replicas}, e.g. {num_replicas * max(1, global_batch_size // num_replicas)}."
+            f"{num_replicas}, e.g. {suggestion}."
         )
     return global_batch_size // num_replicas
 
 
-def steps_per_epoch(num_examples: int, global_batch_size: int) -> int:
+def full_batches(num_examples: int, global_batch_size: int) -> int:
     """Full global batches in one pass over `num_examples` (the rest is dropped)."""
     steps = int(num_examples) // int(global_batch_size)
     if steps <= 0:
@@ -85,6 +85,7 @@ def train_dataset(
     global_batch_size: int,
     epochs: int,
     start_epoch: int = 0,
+    steps_per_epoch: int | None = None,
     seed: int = 0,
     channels: int = 3,
     area_range: tuple[float, float] = (0.05, 1.0),
@@ -98,9 +99,10 @@ def train_dataset(
 ) -> tf.data.Dataset:
     """The training stream: shuffled, augmented, batched, prefetched.
 
-    Yields `steps_per_epoch(source.num_examples, global_batch_size)` batches
-    for each epoch in `[start_epoch, epochs)`, then ends: pass
-    `steps_per_epoch=` to `model.fit` along with it.
+    Yields `steps_per_epoch` batches for each epoch in `[start_epoch,
+    epochs)`, then ends: pass the same `steps_per_epoch=` to `model.fit`.
+    Each epoch is a fresh shuffle of the source cut to whole batches, so
+    batches never straddle epochs.
 
     Per image: decode (for encoded sources), Inception crop, bilinear resize
     to `image_size`, flip, optional RandAugment, scale to `[-1, 1]`; labels
@@ -114,6 +116,9 @@ def train_dataset(
         epochs: The epoch the stream ends before.
         start_epoch: The first epoch to produce; set it to the epoch a
             resumed run starts from. Defaults to 0.
+        steps_per_epoch: Batches per epoch. Defaults to the number of whole
+            global batches in the source; a larger value reads the source
+            several times per epoch (for step-based schedules).
         seed: Seed of the shuffles and augmentations.
         channels: Channels of the output images (grayscale sources are
             repeated to 3 channels). Defaults to 3.
@@ -149,27 +154,50 @@ def train_dataset(
             f"`start_epoch` must be in [0, epochs]. Received: start_epoch="
             f"{start_epoch}, epochs={epochs}"
         )
-    # Each epoch is cut to whole batches, so that batches never straddle
-    # epochs and epoch `k` always starts at batch `k * steps`.
-    examples_per_epoch = steps_per_epoch(source.num_examples, global_batch_size) * int(
-        global_batch_size
+    # An epoch is `steps` whole batches, so batches never straddle epochs and
+    # epoch `k` always starts at batch `k * steps`. It reads the source in
+    # `passes` full passes (more than one when it is longer than the source),
+    # each shuffled with its own seed.
+    steps = (
+        full_batches(source.num_examples, global_batch_size)
+        if steps_per_epoch is None
+        else int(steps_per_epoch)
     )
+    if steps <= 0:
+        raise ValueError(f"`steps_per_epoch` must be positive. Received: {steps}")
+    examples_per_epoch = steps * int(global_batch_size)
+    passes = -(-examples_per_epoch // source.num_examples)  # ceil
     base_seed = tf.constant([int(seed), 0x5EED], tf.int64)
     buffer = max(1, min(int(shuffle_buffer), source.num_examples))
     num_classes = source.num_classes
 
-    def one_epoch(epoch):
-        epoch_seed = tf.random.experimental.stateless_fold_in(base_seed, epoch)
+    def one_pass(epoch_seed, index):
+        # Fix this function's graph-level seed: the shuffle order then depends
+        # on `seed`, the epoch and the pass only, not on the process's global
+        # TF seed (and TF's seed helper fails on a tensor op seed when that
+        # global seed is 0).
+        tf.compat.v1.set_random_seed(_GRAPH_SEED)
+        pass_seed = tf.random.experimental.stateless_fold_in(epoch_seed, index)
         shuffle_seed = tf.random.stateless_uniform(
-            (), epoch_seed, minval=0, maxval=2**62, dtype=tf.int64
+            (), pass_seed, minval=0, maxval=2**62, dtype=tf.int64
         )
-        examples = source.dataset.shuffle(
+        return source.dataset.shuffle(
             buffer, seed=shuffle_seed, reshuffle_each_iteration=False
         )
-        return examples.take(examples_per_epoch).enumerate().map(
-            lambda index, example: (
-                *example,
-                tf.random.experimental.stateless_fold_in(epoch_seed, index),
+
+    def one_epoch(epoch):
+        epoch_seed = tf.random.experimental.stateless_fold_in(base_seed, epoch)
+        examples = tf.data.Dataset.range(passes).flat_map(
+            lambda index: one_pass(epoch_seed, index)
+        )
+        return (
+            examples.take(examples_per_epoch)
+            .enumerate()
+            .map(
+                lambda index, example: (
+                    *example,
+                    tf.random.experimental.stateless_fold_in(epoch_seed, -1 - index),
+                )
             )
         )
 
@@ -184,7 +212,7 @@ def train_dataset(
 
     dataset = tf.data.Dataset.range(int(start_epoch), int(epochs)).flat_map(one_epoch)
     dataset = dataset.map(transform, num_parallel_calls=AUTOTUNE)
-    if source.encoded:
+    if source.may_fail_to_decode:
         dataset = dataset.ignore_errors(log_warning=True)
     if randaugment_ops:
         layer = augment.randaugment(randaugment_ops, randaugment_magnitude, seed)
@@ -244,7 +272,7 @@ def eval_dataset(
         return image, tf.one_hot(label, num_classes)
 
     dataset = source.dataset.map(transform, num_parallel_calls=AUTOTUNE)
-    if source.encoded:
+    if source.may_fail_to_decode:
         dataset = dataset.ignore_errors(log_warning=True)
     dataset = dataset.batch(int(global_batch_size), drop_remainder=drop_remainder)
     if cache:

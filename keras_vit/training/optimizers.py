@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import keras
-
-from keras_vit.training.schedules import WarmupDecay
+import tensorflow as tf
 
 OPTIMIZERS = ("adamw", "adam", "sgd")
 
@@ -12,6 +11,48 @@ OPTIMIZERS = ("adamw", "adam", "sgd")
 # LayerNorm/GroupNorm scales and offsets, the class token and the position
 # embedding (the usual choice; the paper does not say).
 NO_WEIGHT_DECAY = ("bias", "gamma", "beta", "token", "embedding")
+
+
+class _SummedGradientClipping:
+    """Clips the global norm of the gradient summed over replicas.
+
+    Keras clips in each replica, before the gradients are summed across
+    replicas: under a strategy with `R` replicas that bounds each replica's
+    share rather than the gradient of the step, so training would depend on
+    the number of devices. Here every replica scales its share by the factor
+    computed from the summed gradient (one extra all-reduce), which is
+    exactly `clip_by_global_norm` of the step's gradient.
+    """
+
+    def _clip_gradients(self, grads):
+        context = tf.distribute.get_replica_context()
+        if (
+            not self.global_clipnorm
+            or context is None
+            or context.num_replicas_in_sync == 1
+        ):
+            return super()._clip_gradients(grads)
+        present = [g for g in grads if g is not None]
+        summed = context.all_reduce(tf.distribute.ReduceOp.SUM, present)
+        norm = tf.linalg.global_norm(summed)
+        clip = tf.cast(self.global_clipnorm, norm.dtype)
+        scale = clip / tf.maximum(norm, clip)  # 1 while the norm is below.
+        return [None if g is None else g * tf.cast(scale, g.dtype) for g in grads]
+
+
+@keras.saving.register_keras_serializable(package="keras_vit")
+class AdamW(_SummedGradientClipping, keras.optimizers.AdamW):
+    """`keras.optimizers.AdamW` with replica-independent global-norm clipping."""
+
+
+@keras.saving.register_keras_serializable(package="keras_vit")
+class Adam(_SummedGradientClipping, keras.optimizers.Adam):
+    """`keras.optimizers.Adam` with replica-independent global-norm clipping."""
+
+
+@keras.saving.register_keras_serializable(package="keras_vit")
+class SGD(_SummedGradientClipping, keras.optimizers.SGD):
+    """`keras.optimizers.SGD` with replica-independent global-norm clipping."""
 
 
 def make_optimizer(
@@ -34,9 +75,10 @@ def make_optimizer(
     - `"sgd"`: SGD with momentum (fine-tuning: momentum 0.9, no weight
       decay); a nonzero `weight_decay` is applied decoupled.
 
-    All clip the gradients' global norm (`global_clipnorm`, 1 in the
-    paper), and can keep a Polyak (exponential moving) average of the
-    weights: with `ema_momentum` set, use
+    All clip the global norm of each step's gradient (`global_clipnorm`, 1
+    in the paper; summed over replicas first, unlike Keras's own clipping
+    under a distribution strategy), and can keep a Polyak (exponential
+    moving) average of the weights: with `ema_momentum` set, use
     `keras.callbacks.SwapEMAWeights(swap_on_epoch=True)` so that validation
     and checkpoints see the averaged weights; `model.fit` writes them into
     the model when it ends.
@@ -78,18 +120,13 @@ def make_optimizer(
         ema_momentum=0.99 if ema_momentum is None else float(ema_momentum),
     )
     if name == "adamw":
-        optimizer = keras.optimizers.AdamW(
+        optimizer = AdamW(
             weight_decay=weight_decay, beta_1=beta_1, beta_2=beta_2, **common
         )
     elif name == "adam":
-        optimizer = keras.optimizers.Adam(beta_1=beta_1, beta_2=beta_2, **common)
+        optimizer = Adam(beta_1=beta_1, beta_2=beta_2, **common)
     else:
-        optimizer = keras.optimizers.SGD(
-            momentum=momentum, weight_decay=weight_decay or None, **common
-        )
+        optimizer = SGD(momentum=momentum, weight_decay=weight_decay or None, **common)
     if weight_decay and no_weight_decay:
         optimizer.exclude_from_weight_decay(var_names=list(no_weight_decay))
     return optimizer
-
-
-__all__ = ["NO_WEIGHT_DECAY", "OPTIMIZERS", "WarmupDecay", "make_optimizer"]

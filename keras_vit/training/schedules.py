@@ -64,7 +64,9 @@ class WarmupDecay(keras.optimizers.schedules.LearningRateSchedule):
         step = ops.cast(step, "float32")
         peak, end = self.peak_learning_rate, self.end_learning_rate
         warmup = peak * (step + 1.0) / max(self.warmup_steps, 1)
-        progress = (step - self.warmup_steps) / max(self.total_steps - self.warmup_steps, 1)
+        progress = (step - self.warmup_steps) / max(
+            self.total_steps - self.warmup_steps, 1
+        )
         progress = ops.clip(progress, 0.0, 1.0)
         if self.decay == "cosine":
             factor = 0.5 * (1.0 + ops.cos(math.pi * progress))

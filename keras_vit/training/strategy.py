@@ -27,7 +27,9 @@ logger = logging.getLogger(__name__)
 STRATEGIES = ("auto", "default", "one_device", "mirrored", "multi_worker", "tpu")
 
 
-def select_strategy(kind: str = "auto", tpu: str | None = None) -> tf.distribute.Strategy:
+def select_strategy(
+    kind: str = "auto", tpu: str | None = None
+) -> tf.distribute.Strategy:
     """Returns the `tf.distribute.Strategy` for this machine or cluster.
 
     Args:
@@ -82,9 +84,12 @@ def select_strategy(kind: str = "auto", tpu: str | None = None) -> tf.distribute
 
 def describe(strategy: tf.distribute.Strategy) -> str:
     """A one-line description, e.g. `"MirroredStrategy, 2 replicas"`."""
-    name = type(strategy).__name__
-    if name == "_DefaultDistributionStrategy":
+    if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+        name = "MultiWorkerMirroredStrategy"  # Its class is an alias.
+    elif not tf.distribute.has_strategy() and strategy is tf.distribute.get_strategy():
         name = "default strategy"
+    else:
+        name = type(strategy).__name__
     return f"{name}, {strategy.num_replicas_in_sync} replica(s)"
 
 

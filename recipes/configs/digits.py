@@ -1,0 +1,54 @@
+"""Digits: a small ViT trained from scratch on scikit-learn's bundled digits.
+
+Command (the README's main command):
+    python -m recipes.train --config digits
+
+Data: the 1,797 real 8x8 handwritten digits that ship with scikit-learn
+(nothing is downloaded), upsampled to 16x16 and repeated to 3 channels; a
+fixed split of 1,437 training and 360 test images. There is no separate
+validation set: the per-epoch "validation" curves are the test set, and the
+reported accuracy is that of the final weights (nothing is selected on it).
+
+Hardware: 2 CPU cores (no accelerator needed).
+
+Expected accuracy and time: 98.6% test accuracy in 2 min 25 s (wall clock,
+`import` included) on this project's 2-core Xeon machine, shared with other
+jobs (load average 4-5 during the run); seeds 1 and 2 give 98.3% and 99.2%.
+A second run with the same seed gives the same figures to the last digit.
+
+Recipe: the `test` ViT size (width 32, 2 blocks, 2 heads) with 2x2 patches,
+i.e. a 8x8 grid of 64 tokens, averaged (`pooling="gap"`, no class token: on
+this little data it generalises better than the class token); the paper's
+optimiser (AdamW β = (0.9, 0.999), global-norm clipping 1) with warm-up and
+cosine decay; light augmentation: crops of 60-100% of the area, no flips
+(a mirrored digit is another symbol), label smoothing 0.1.
+"""
+
+from __future__ import annotations
+
+from recipes.configs.base import TrainConfig
+
+
+def get_config() -> TrainConfig:
+    return TrainConfig(
+        name="digits",
+        dataset="digits",
+        train_split="train",
+        val_split="test",
+        test_split="test",
+        image_size=16,
+        global_batch_size=64,
+        crop_area_range=(0.6, 1.0),
+        crop_aspect_range=(0.8, 1.25),
+        random_flip=False,
+        label_smoothing=0.1,
+        variant="test/2",
+        pooling="gap",
+        class_token=False,
+        optimizer="adamw",
+        learning_rate=3e-3,
+        weight_decay=0.05,
+        warmup_steps=200,
+        schedule="cosine",
+        epochs=100,
+    )
