@@ -9,8 +9,10 @@ model = keras_vit.ViT_L16(num_classes=100)
 ```
 """
 
+from keras_vit import fewshot
 from keras_vit import imagenet
 from keras_vit import layers
+from keras_vit import masked_patch
 from keras_vit import weights
 from keras_vit.models import BACKBONES
 from keras_vit.models import NAMED_MODELS

@@ -243,6 +243,7 @@ def run(config: PretrainConfig, callbacks: tuple = ()) -> dict:
             global_clipnorm=config.global_clipnorm,
         )
         model.compile(optimizer=optimizer, jit_compile=config.jit_compile)
+    training.prepare_multi_worker_fit(model, strategy, train_ds)
     say(
         f"Model: {model.name}, {model.count_params():,} parameters, "
         f"{config.image_size}px; {source.name}, {steps} steps/epoch, "

@@ -78,7 +78,7 @@ def softmax(logits: np.ndarray) -> np.ndarray:
 
 
 def pooled_model(model: keras.Model) -> keras.Model:
-    return keras.Model(model.inputs, model.get_layer("pool").output)
+    return keras.Model(model.input, model.get_layer("pool").output)
 
 
 # Encoded test images: every format the bytes signature accepts. ------------

@@ -337,3 +337,31 @@ def test_the_averaged_weights_are_what_evaluation_and_the_final_model_use():
     for got, want in zip(validation[0], averages[1], strict=True):  # After 2 steps.
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-7)
     assert not np.allclose(recorder.trajectory[-1][-2], averages[-1][-2])
+
+
+def test_masked_patch_pretraining_and_fewshot_recipes_run(tmp_path):
+    from recipes import fewshot as fewshot_recipe
+    from recipes import pretrain_masked
+
+    result = pretrain_masked.main(
+        [
+            "--config", "digits",
+            "--set", "variant=test/4",
+            "--set", "epochs=1",
+            "--set", "steps_per_epoch=2",
+            "--set", "global_batch_size=16",
+            "--set", f"workdir={tmp_path}",
+            "--set", "fewshot_shots=(1, 2)",
+            "--set", "fewshot_test_examples=50",
+            "--set", "monitor_images=0",
+            "--set", "verbose=0",
+        ]
+    )  # fmt: skip
+    assert (tmp_path / "encoder.keras").exists()
+    assert "fewshot_1shot" in result["history"]
+    table = fewshot_recipe.main(
+        ["--model", str(tmp_path / "encoder.keras"), "--shots", "1,2",
+         "--max-test-examples", "50"]
+    )  # fmt: skip
+    assert set(table) == {"1shot", "2shot"}
+    assert all(0 <= value <= 1 for value in table.values())

@@ -5,6 +5,10 @@ from __future__ import annotations
 import keras
 from keras import ops
 
+# On JAX and PyTorch `ops.dot_product_attention` reaches fused (flash) kernels;
+# on TensorFlow it is the same einsum chain as below plus four transposes.
+_FUSED_ATTENTION = keras.backend.backend() != "tensorflow"
+
 
 @keras.saving.register_keras_serializable(package="keras_vit")
 class MultiHeadSelfAttention(keras.layers.Layer):
@@ -17,11 +21,16 @@ class MultiHeadSelfAttention(keras.layers.Layer):
     stacked on axis 1, and the output kernel has their `out` shape
     `(heads, D_h, D)`.
 
-    When attention scores are not requested (and no attention dropout is
-    active), the layer calls `keras.ops.dot_product_attention`, the fastest
-    path Keras offers on the backend (a fused or flash kernel where the backend
-    has one, one XLA-fusable einsum/softmax/einsum chain on TensorFlow). The
-    softmax always runs in float32.
+    The layer is written for speed on the CPU (see `docs/performance.md`):
+    every projection is one 2-D matrix multiplication followed by
+    `keras.ops.add` of the bias, which TensorFlow's graph optimiser fuses into
+    a single oneDNN kernel; queries, keys and values are moved to a head-major
+    `(batch, heads, tokens, head_dim)` layout with one transpose, so both
+    attention products are plain batched matrix multiplications. On the JAX
+    and PyTorch backends, when no scores are requested and no attention
+    dropout is active, the layer calls `keras.ops.dot_product_attention`,
+    which reaches their fused (flash) kernels. Everywhere else the softmax
+    runs in float32.
 
     Args:
         num_heads: Number of attention heads; must divide the input width.
@@ -87,7 +96,8 @@ class MultiHeadSelfAttention(keras.layers.Layer):
             # Each (D, D) projection gets its own fan-in/fan-out, as separate
             # Dense layers would.
             def init(_, dtype=None):
-                parts = [self.kernel_initializer((dim, dim), dtype) for _ in range(count)]
+                init_one = self.kernel_initializer
+                parts = [init_one((dim, dim), dtype) for _ in range(count)]
                 return ops.reshape(ops.stack(parts, axis=1), shape)
 
             return init
@@ -98,7 +108,9 @@ class MultiHeadSelfAttention(keras.layers.Layer):
             initializer=projections(3, (dim, 3, heads, head_dim)),
         )
         self.qkv_bias = self.add_weight(
-            name="qkv_bias", shape=(3, heads, head_dim), initializer=self.bias_initializer
+            name="qkv_bias",
+            shape=(3, heads, head_dim),
+            initializer=self.bias_initializer,
         )
         self.out_kernel = self.add_weight(
             name="out_kernel",
@@ -110,32 +122,39 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         )
 
     def call(self, inputs, training=None, return_attention_scores=False):
-        dim = self.num_heads * self.head_dim
+        heads, head_dim = self.num_heads, self.head_dim
+        dim = heads * head_dim
         batch_size, length = ops.shape(inputs)[0], ops.shape(inputs)[1]
-        kernel = ops.reshape(ops.cast(self.qkv_kernel, inputs.dtype), (dim, 3 * dim))
-        bias = ops.reshape(ops.cast(self.qkv_bias, inputs.dtype), (3 * dim,))
-        qkv = ops.matmul(inputs, kernel) + bias  # (B, N, 3D)
-        qkv = ops.reshape(qkv, (batch_size, length, 3, self.num_heads, self.head_dim))
-        query, key, value = qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2]  # (B, N, H, Dh)
+        dtype = inputs.dtype
+        # 2-D matmul + `ops.add` (a BiasAdd on TensorFlow): one fused kernel.
+        kernel = ops.reshape(ops.cast(self.qkv_kernel, dtype), (dim, 3 * dim))
+        bias = ops.reshape(ops.cast(self.qkv_bias, dtype), (3 * dim,))
+        qkv = ops.add(ops.matmul(ops.reshape(inputs, (-1, dim)), kernel), bias)
+        qkv = ops.reshape(qkv, (batch_size, length, 3, heads, head_dim))
 
         use_dropout = training and self.attention_dropout_rate > 0
-        if return_attention_scores or use_dropout:
-            query = query * ops.cast(self.head_dim**-0.5, query.dtype)
-            logits = ops.einsum("bqhd,bkhd->bhqk", query, key)  # (B, H, N, N)
-            scores = ops.softmax(ops.cast(logits, "float32"), axis=-1)
-            probs = self.attention_dropout(scores, training=training)
-            probs = ops.cast(probs, value.dtype)
-            context = ops.einsum("bhqk,bkhd->bqhd", probs, value)  # (B, N, H, Dh)
-        else:
-            scores = None
+        if _FUSED_ATTENTION and not (return_attention_scores or use_dropout):
+            query, key, value = qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2]
             context = ops.dot_product_attention(query, key, value)  # (B, N, H, Dh)
+            scores = None
+        else:
+            qkv = ops.transpose(qkv, (2, 0, 3, 1, 4))  # (3, B, H, N, Dh)
+            query, key, value = qkv[0], qkv[1], qkv[2]
+            query = query * ops.cast(head_dim**-0.5, dtype)
+            logits = ops.einsum("bhqd,bhkd->bhqk", query, key)  # (B, H, N, N)
+            scores = ops.softmax(ops.cast(logits, "float32"), axis=-1)
+            probs = ops.cast(self.attention_dropout(scores, training=training), dtype)
+            context = ops.einsum("bhqk,bhkd->bhqd", probs, value)  # (B, H, N, Dh)
+            context = ops.transpose(context, (0, 2, 1, 3))  # (B, N, H, Dh)
 
-        context = ops.reshape(context, (batch_size, length, dim))
-        out_kernel = ops.reshape(ops.cast(self.out_kernel, context.dtype), (dim, dim))
-        outputs = ops.matmul(context, out_kernel) + ops.cast(self.out_bias, context.dtype)
+        context = ops.reshape(context, (-1, dim))  # (B*N, D)
+        out_kernel = ops.reshape(ops.cast(self.out_kernel, dtype), (dim, dim))
+        out_bias = ops.cast(self.out_bias, dtype)
+        outputs = ops.add(ops.matmul(context, out_kernel), out_bias)  # (B*N, D)
+        outputs = ops.reshape(outputs, (batch_size, length, dim))  # (B, N, D)
         if return_attention_scores:
             return outputs, scores
-        return outputs  # (B, N, D)
+        return outputs
 
     def compute_output_shape(self, input_shape):
         return input_shape

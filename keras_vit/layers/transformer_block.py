@@ -37,8 +37,7 @@ class TransformerBlock(keras.layers.Layer):
         inputs: Tensor of shape `(batch, tokens, dim)`.
         training: Python bool enabling dropout and stochastic depth.
         return_attention_scores: If `True`, return `(outputs, scores)` with
-            scores of shape `(batch, heads, tokens, tokens)`. Otherwise the
-            block takes the fused `keras.ops.dot_product_attention` path.
+            scores of shape `(batch, heads, tokens, tokens)`.
 
     Example:
 
@@ -122,18 +121,23 @@ class TransformerBlock(keras.layers.Layer):
     def call(self, inputs, training=None, return_attention_scores=False):
         x = self.norm_1(inputs)
         if return_attention_scores:
-            x, scores = self.attention(x, training=training, return_attention_scores=True)
+            x, scores = self.attention(
+                x, training=training, return_attention_scores=True
+            )
         else:
             x = self.attention(x, training=training)
         x = self.attention_output_dropout(x, training=training)
         x = inputs + self.drop_path(x, training=training)  # (B, N, D)
 
-        y = self.norm_2(x)
-        y = self.mlp_dense_1(y)  # (B, N, mlp_dim)
+        # The MLP runs on (B*N, D) rows: a 2-D matmul, bias add and GELU are
+        # fused into one oneDNN kernel by TensorFlow's graph optimiser.
+        shape = ops.shape(x)
+        y = ops.reshape(self.norm_2(x), (-1, shape[-1]))  # (B*N, D)
+        y = self.mlp_dense_1(y)  # (B*N, mlp_dim)
         y = ops.gelu(y, approximate=self.gelu_approximate)
         y = self.mlp_dropout_1(y, training=training)
-        y = self.mlp_dense_2(y)  # (B, N, D)
-        y = self.mlp_dropout_2(y, training=training)
+        y = self.mlp_dense_2(y)  # (B*N, D)
+        y = self.mlp_dropout_2(ops.reshape(y, shape), training=training)  # (B, N, D)
         outputs = x + self.drop_path(y, training=training)
         if return_attention_scores:
             return outputs, scores
