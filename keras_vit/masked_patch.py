@@ -35,13 +35,11 @@ import numpy as np
 from keras import ops
 
 from keras_vit.layers import AddPositionEmbedding
-from keras_vit.layers import ClassToken
-from keras_vit.layers import PatchEmbedding
 from keras_vit.layers import TokenPooling
-from keras_vit.layers import TransformerBlock
-from keras_vit.layers.transformer_block import LAYER_NORM_EPSILON
 from keras_vit.layers.utils import to_pair
-from keras_vit.models.resnet import resnet_features
+from keras_vit.models.encoder import check_image_size
+from keras_vit.models.encoder import encode
+from keras_vit.models.encoder import patch_tokens
 from keras_vit.models.variants import parse_variant
 
 # Paper §4.6: corrupt 50% of the patches; 80% [mask], 10% random, 10% kept.
@@ -454,47 +452,30 @@ def masked_patch_model(
     """
     spec = parse_variant(variant)
     image_size = to_pair(image_size, "image_size")
-    for size, axis in zip(image_size, ("height", "width"), strict=True):
-        if size % spec.total_stride:
-            raise ValueError(
-                f"The image {axis} ({size}) is not a multiple of the token "
-                f"stride {spec.total_stride} of {variant!r}."
-            )
+    check_image_size(spec, image_size)
     if pooling == "token" and not class_token:
         raise ValueError("`pooling='token'` needs `class_token=True`; use 'gap'.")
-    size = spec.variant
     num_prefix_tokens = int(class_token)
-    grid = tuple(s // spec.total_stride for s in image_size)
     mixed = keras.config.dtype_policy().compute_dtype != "float32"
 
     images = keras.Input((*image_size, channels), name="images")
     targets = MeanColorTargets(
         spec.total_stride, bits=color_bits, name="mean_color_targets"
     )(images)  # (B, N)
-    x = images
-    if spec.backbone is not None:
-        x = resnet_features(x, spec.backbone)
-    x = PatchEmbedding(size.hidden_dim, spec.patch_size, name="embedding")(x)
+    x = patch_tokens(images, spec)  # (B, N, D)
     x, mask = PatchCorruption(
         corruption_rate, mask_rate, random_rate, seed=seed, name="patch_corruption"
     )(x)  # (B, N, D), (B, N)
-    if class_token:
-        x = ClassToken(name="class_token")(x)
-    x = AddPositionEmbedding(grid, num_prefix_tokens, name="posembed_input")(x)
-    x = keras.layers.Dropout(dropout_rate, name="posembed_dropout")(x)
-    for i in range(size.depth):
-        x = TransformerBlock(
-            num_heads=size.num_heads,
-            mlp_dim=size.mlp_dim,
-            dropout_rate=dropout_rate,
-            attention_dropout_rate=attention_dropout_rate,
-            drop_path_rate=drop_path_rate * i / max(size.depth - 1, 1),
-            gelu_approximate=gelu_approximate,
-            name=f"encoderblock_{i}",
-        )(x)
-    x = keras.layers.LayerNormalization(
-        epsilon=LAYER_NORM_EPSILON, name="encoder_norm"
-    )(x)  # (B, prefix + N, D)
+    x = encode(
+        x,
+        spec,
+        image_size,
+        class_token=class_token,
+        dropout_rate=dropout_rate,
+        attention_dropout_rate=attention_dropout_rate,
+        drop_path_rate=drop_path_rate,
+        gelu_approximate=gelu_approximate,
+    )  # (B, prefix + N, D)
     pooled = TokenPooling(pooling, num_prefix_tokens, name="pool")(x)  # (B, D)
     logits = keras.layers.Dense(
         mean_color_classes(color_bits, channels),

@@ -33,7 +33,6 @@ import ast
 import dataclasses
 import json
 import os
-import shutil
 import sys
 import time
 import typing
@@ -50,6 +49,8 @@ from keras_vit.masked_patch import masked_patch_model
 from keras_vit.masked_patch import transfer_encoder
 from recipes.configs.base import check_type
 from recipes.fewshot import few_shot_pools
+from recipes.common import printer
+from recipes.common import start_fresh
 
 
 @dataclasses.dataclass(frozen=True)
@@ -175,7 +176,7 @@ def run(config: PretrainConfig, callbacks: tuple = ()) -> dict:
     chief = training.is_chief(strategy)
     task = training.task_name(strategy)
     workdir = config.resolved_workdir()
-    say = _printer(config.verbose and chief)
+    say = printer("pretrain_masked", config.verbose and chief)
     keras.utils.set_random_seed(config.seed)
     policy = training.set_precision(config.mixed_precision, strategy)
     say(
@@ -195,7 +196,7 @@ def run(config: PretrainConfig, callbacks: tuple = ()) -> dict:
     if start_epoch:
         say(f"Resuming from {backup_dir} at epoch {start_epoch + 1}.")
     elif chief:
-        _start_fresh(workdir)
+        start_fresh(workdir)
     train_ds = data.train_dataset(
         source,
         image_size=config.image_size,
@@ -356,24 +357,6 @@ def _fewshot_callback(config: PretrainConfig, say) -> FewShotCallback:
         every_n_epochs=config.fewshot_every,
         seed=config.seed,
     )
-
-
-def _start_fresh(workdir: str) -> None:
-    """Removes the logs of a previous finished run (there is no backup to resume)."""
-    for name in ("metrics.csv", "tensorboard", "results.json"):
-        path = os.path.join(workdir, name)
-        if os.path.isdir(path):
-            shutil.rmtree(path)
-        elif os.path.exists(path):
-            os.remove(path)
-
-
-def _printer(enabled: bool):
-    def say(message: str) -> None:
-        if enabled:
-            print(f"[pretrain_masked] {message}", flush=True)  # noqa: T201
-
-    return say
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

@@ -22,7 +22,6 @@ import argparse
 import dataclasses
 import json
 import os
-import shutil
 import sys
 import time
 
@@ -33,6 +32,8 @@ import tensorflow as tf
 import keras_vit
 from keras_vit import data, training
 from recipes.configs.base import TrainConfig, load_config, override, shipped_configs
+from recipes.common import printer
+from recipes.common import start_fresh
 
 
 def run(config: TrainConfig, callbacks: tuple = ()) -> dict:
@@ -54,7 +55,7 @@ def run(config: TrainConfig, callbacks: tuple = ()) -> dict:
     chief = training.is_chief(strategy)
     task = training.task_name(strategy)
     workdir = config.resolved_workdir()
-    say = _printer(config.verbose and chief)
+    say = printer("train", config.verbose and chief)
     keras.utils.set_random_seed(config.seed)
     policy = training.set_precision(config.mixed_precision, strategy)
     replicas = strategy.num_replicas_in_sync
@@ -76,7 +77,7 @@ def run(config: TrainConfig, callbacks: tuple = ()) -> dict:
     if start_epoch:
         say(f"Resuming from the backup in {backup_dir} at epoch {start_epoch + 1}.")
     elif chief:
-        _start_fresh(workdir)
+        start_fresh(workdir)
     say(
         f"Data: {train_source.name}, {train_source.num_examples} examples, "
         f"{train_source.num_classes} classes, {steps} steps/epoch"
@@ -316,24 +317,6 @@ def _fewshot_callbacks(config: TrainConfig) -> list:
             seed=config.seed,
         )
     ]
-
-
-def _start_fresh(workdir: str) -> None:
-    """Clears what a previous, finished run left (no backup: not a resume)."""
-    for name in ("metrics.csv", "tensorboard", "results.json"):
-        path = os.path.join(workdir, name)
-        if os.path.isdir(path):
-            shutil.rmtree(path)
-        elif os.path.exists(path):
-            os.remove(path)
-
-
-def _printer(enabled: bool):
-    def say(message: str) -> None:
-        if enabled:
-            print(f"[train] {message}", flush=True)  # noqa: T201
-
-    return say
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

@@ -4,14 +4,11 @@ from __future__ import annotations
 
 import keras
 
-from keras_vit.layers import AddPositionEmbedding
-from keras_vit.layers import ClassToken
-from keras_vit.layers import PatchEmbedding
 from keras_vit.layers import TokenPooling
-from keras_vit.layers import TransformerBlock
-from keras_vit.layers.transformer_block import LAYER_NORM_EPSILON
 from keras_vit.layers.utils import to_pair
-from keras_vit.models.resnet import resnet_features
+from keras_vit.models.encoder import check_image_size
+from keras_vit.models.encoder import encode
+from keras_vit.models.encoder import patch_tokens
 from keras_vit.models.variants import ResNetSpec
 from keras_vit.models.variants import parse_variant
 
@@ -94,39 +91,28 @@ def ViT(  # noqa: N802
     """
     spec = parse_variant(variant, backbone)
     image_size = to_pair(image_size, "image_size")
-    _check_arguments(spec, image_size, include_top, pooling, class_token, channels)
-    size = spec.variant
-    num_prefix_tokens = int(class_token)
-    grid = tuple(s // spec.total_stride for s in image_size)
+    check_image_size(spec, image_size)
+    _check_arguments(include_top, pooling, class_token, channels)
     policy = keras.config.dtype_policy()
 
     images = keras.Input((*image_size, channels), name="images")
     x = images
     if include_preprocessing:
         x = keras.layers.Rescaling(1 / 127.5, offset=-1.0, name="preprocessing")(x)
-    if spec.backbone is not None:
-        x = resnet_features(x, spec.backbone)
-    x = PatchEmbedding(size.hidden_dim, spec.patch_size, name="embedding")(x)
-    if class_token:
-        x = ClassToken(name="class_token")(x)
-    x = AddPositionEmbedding(grid, num_prefix_tokens, name="posembed_input")(x)
-    x = keras.layers.Dropout(dropout_rate, name="posembed_dropout")(x)
-    for i in range(size.depth):
-        x = TransformerBlock(
-            num_heads=size.num_heads,
-            mlp_dim=size.mlp_dim,
-            dropout_rate=dropout_rate,
-            attention_dropout_rate=attention_dropout_rate,
-            drop_path_rate=drop_path_rate * i / max(size.depth - 1, 1),
-            gelu_approximate=gelu_approximate,
-            name=f"encoderblock_{i}",
-        )(x)
-    x = keras.layers.LayerNormalization(epsilon=LAYER_NORM_EPSILON, name="encoder_norm")(
-        x
-    )  # (B, N, D)
+    x = patch_tokens(x, spec)  # (B, N, D)
+    x = encode(
+        x,
+        spec,
+        image_size,
+        class_token=class_token,
+        dropout_rate=dropout_rate,
+        attention_dropout_rate=attention_dropout_rate,
+        drop_path_rate=drop_path_rate,
+        gelu_approximate=gelu_approximate,
+    )  # (B, prefix + N, D)
 
     if pooling is not None:
-        x = TokenPooling(pooling, num_prefix_tokens, name="pool")(x)  # (B, D)
+        x = TokenPooling(pooling, int(class_token), name="pool")(x)  # (B, D)
         if representation_size is not None:
             x = keras.layers.Dense(
                 representation_size, activation="tanh", name="pre_logits"
@@ -150,14 +136,7 @@ def ViT(  # noqa: N802
     return model
 
 
-def _check_arguments(spec, image_size, include_top, pooling, class_token, channels):
-    for size, axis in zip(image_size, ("height", "width")):
-        if size % spec.total_stride:
-            raise ValueError(
-                f"The image {axis} ({size}) is not divisible by the token "
-                f"stride {spec.total_stride} of this model. Use an image size "
-                f"that is a multiple of {spec.total_stride}."
-            )
+def _check_arguments(include_top, pooling, class_token, channels):
     if pooling is None and include_top:
         raise ValueError(
             "`pooling=None` returns the token sequence and needs "
