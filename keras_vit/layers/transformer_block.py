@@ -147,12 +147,10 @@ class TransformerBlock(keras.layers.Layer):
         return input_shape
 
     def compute_output_spec(self, inputs, training=None, return_attention_scores=False):
-        outputs = keras.KerasTensor(inputs.shape, dtype=self.compute_dtype)
-        if not return_attention_scores:
-            return outputs
-        batch, length = inputs.shape[0], inputs.shape[1]
-        scores = keras.KerasTensor((batch, self.num_heads, length, length), "float32")
-        return outputs, scores
+        # Same shapes as the attention sub-block: (B, N, D) and (B, H, N, N).
+        return self.attention.compute_output_spec(
+            inputs, return_attention_scores=return_attention_scores
+        )
 
     def get_config(self):
         config = super().get_config()
