@@ -1,0 +1,213 @@
+"""keras_vit against timm and keras-hub, side by side, in one run.
+
+Every case runs in a fresh subprocess (`worker.py`), so its peak RSS (read
+with `os.wait4` when it exits) covers only that framework, model and
+activations. Cases of one scenario alternate between implementations, and with
+`--rounds 2` the second round runs in reverse order (A/B/A/B, then B/A/B/A),
+so the load of a shared machine weighs on all of them alike.
+
+Usage:
+
+    python benchmarks/benchmark.py --quick          # ~5 minutes
+    python benchmarks/benchmark.py                  # all cases, ~25 minutes
+    python benchmarks/benchmark.py --only 'infer B/16@224 b8'
+    python benchmarks/benchmark.py --report benchmarks/results/results.json
+
+Writes `results.json` (every raw measurement), `results.md` (the table, the
+targets and the image-size scaling) and `results.png` (a bar chart) to `--out`.
+See `benchmarks/README.md`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import report  # noqa: E402
+from cases import Case, full_cases, quick_cases  # noqa: E402
+from hardware import detect_machine, load_average, sgemm_probe  # noqa: E402
+
+WORKER = os.path.join(HERE, "worker.py")
+
+
+def run_worker(case: Case, python: str, timeout: float) -> dict:
+    """Runs one case in a subprocess; returns its result with `peak_rss_mb`."""
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONUNBUFFERED="1")
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        start = time.perf_counter()
+        proc = subprocess.Popen(
+            [python, WORKER, case.to_json()], stdout=out, stderr=err, env=env, cwd=HERE
+        )
+        usage = None
+        while usage is None:
+            pid, status, rusage = os.wait4(proc.pid, os.WNOHANG)
+            if pid:
+                usage = rusage
+                proc.returncode = os.waitstatus_to_exitcode(status)
+            elif time.perf_counter() - start > timeout:
+                proc.kill()
+                proc.wait()
+                return {"error": f"timed out after {timeout:.0f} s"}
+            else:
+                time.sleep(0.2)
+        out.seek(0)
+        err.seek(0)
+        lines = [line for line in out.read().splitlines() if line.startswith("RESULT ")]
+        if not lines:
+            tail = err.read().strip().splitlines()[-3:]
+            return {"error": f"exit {proc.returncode}: " + " | ".join(tail)}
+        result = json.loads(lines[-1][len("RESULT ") :])
+        if "error" not in result:
+            # ru_maxrss of the exited child (KiB on Linux): its own peak RSS.
+            result["peak_rss_mb"] = usage.ru_maxrss / 1024
+        result["process_s"] = time.perf_counter() - start
+        return result
+
+
+def measure(cases: list[Case], rounds: int, python: str, timeout: float) -> list[dict]:
+    all_rounds = []
+    for index in range(rounds):
+        order = cases if index % 2 == 0 else cases[::-1]
+        results = {}
+        for number, case in enumerate(order, 1):
+            result = run_worker(case, python, timeout)
+            results[case] = {**case.__dict__, **result}
+            status = (
+                result["error"]
+                if "error" in result
+                else f"{case.batch / result['median_s']:.2f} img/s, "
+                f"{result['peak_rss_mb']:.0f} MB, load {result['load_start']:.1f}"
+            )
+            progress = f"[round {index + 1}/{rounds} {number:2}/{len(order)}]"
+            print(f"{progress} {case.name}: {status}", flush=True)
+        all_rounds.append([results[case] for case in cases])
+    return report.merge_rounds(all_rounds)
+
+
+def header(machine, meta: dict) -> str:
+    return (
+        f"Machine: {machine.describe()}.\n"
+        f"Run: {meta['date']}, {meta['mode']} mode, {meta['rounds']} round(s), "
+        f"load average (1 min) {meta['load_start']:.2f} at start, "
+        f"{meta['load_end']:.2f} at end (mean over cases {meta['load_mean']:.2f}); "
+        f"NumPy SGEMM probe {meta['sgemm_gflops']:.0f} GFLOP/s "
+        f"({100 * meta['sgemm_gflops'] / machine.peak_gflops('float32'):.0f}% of the "
+        f"fp32 peak). Python {meta['python']}.\n"
+        f"Versions: {'; '.join(meta['versions'])}."
+    )
+
+
+def write_outputs(rows: list[dict], machine, meta: dict, out_dir: str) -> str:
+    os.makedirs(out_dir, exist_ok=True)
+    rows = report.derive(rows, machine)
+    text = "\n".join(
+        [
+            header(machine, meta),
+            report.text_table(rows),
+            "",
+            "Targets:",
+            report.targets_text(rows),
+        ]
+    )
+    markdown = "\n\n".join(
+        filter(
+            None,
+            [
+                header(machine, meta).replace("\n", "\n\n"),
+                report.markdown_table(rows),
+                "Targets:\n\n" + report.targets_text(rows, markdown=True),
+                "Cost growth with the image size (ViT-B/16, batch 8, float32):\n\n"
+                + report.scaling_markdown(rows)
+                if report.scaling_markdown(rows)
+                else "",
+            ],
+        )
+    )
+    with open(os.path.join(out_dir, "results.json"), "w") as f:
+        json.dump(
+            {"meta": meta, "machine": machine.describe(), "rows": rows}, f, indent=1
+        )
+    with open(os.path.join(out_dir, "results.md"), "w") as f:
+        f.write(markdown + "\n")
+    with open(os.path.join(out_dir, "results.txt"), "w") as f:
+        f.write(text + "\n")
+    report.chart(
+        rows,
+        os.path.join(out_dir, "results.png"),
+        f"{machine.model_name}, {machine.cores} cores; load {meta['load_mean']:.1f}; "
+        f"{meta['date']}",
+    )
+    return text
+
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="the short case list")
+    parser.add_argument(
+        "--rounds", type=int, default=1, help="repeat all cases, alternating order"
+    )
+    parser.add_argument("--only", help="regular expression on the case names")
+    parser.add_argument(
+        "--out", default=os.path.join(HERE, "results"), help="output folder"
+    )
+    parser.add_argument(
+        "--python", default=sys.executable, help="interpreter of the workers"
+    )
+    parser.add_argument("--timeout", type=float, default=600, help="seconds per case")
+    parser.add_argument("--cpu-ghz", type=float, help="clock for the peak FLOP/s")
+    parser.add_argument("--list", action="store_true", help="print the cases and exit")
+    parser.add_argument("--report", help="re-render the outputs from a results.json")
+    args = parser.parse_args(argv)
+    if args.rounds < 1:
+        parser.error("--rounds must be at least 1")
+    return args
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    machine = detect_machine(args.cpu_ghz)
+    if args.report:
+        with open(args.report) as f:
+            saved = json.load(f)
+        print(write_outputs(saved["rows"], machine, saved["meta"], args.out))
+        return 0
+    cases = quick_cases() if args.quick else full_cases()
+    if args.only:
+        cases = [case for case in cases if re.search(args.only, case.name)]
+    if args.list or not cases:
+        for case in cases:
+            print(case.name)
+        return 0 if cases else 1
+    meta = {
+        "date": datetime.datetime.now().strftime("%Y-%m-%d %H:%M"),
+        "mode": "quick" if args.quick else "full",
+        "rounds": args.rounds,
+        "python": platform.python_version(),
+        "load_start": load_average(),
+        "sgemm_gflops": sgemm_probe(),
+    }
+    print(
+        f"{len(cases)} cases x {args.rounds} round(s); {machine.describe()}", flush=True
+    )
+    rows = measure(cases, args.rounds, args.python, args.timeout)
+    meta["load_end"] = load_average()
+    loads = [r["load_start"] for r in rows if "load_start" in r]
+    meta["load_mean"] = sum(loads) / len(loads) if loads else meta["load_end"]
+    meta["versions"] = sorted({r["versions"] for r in rows if "versions" in r})
+    print(write_outputs(rows, machine, meta, args.out))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

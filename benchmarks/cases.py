@@ -1,0 +1,159 @@
+"""The benchmark's cases: what is measured, and in which order.
+
+Each case runs in its own subprocess. Cases of one scenario (task, model,
+image size, batch, precision) are listed next to each other with the
+implementations alternating (keras_vit, timm, keras-hub, keras_vit, ...), so
+the machine's load at that moment weighs on all of them alike.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+
+IMPLEMENTATIONS = ("keras_vit", "timm", "keras_hub", "data")
+PRECISIONS = ("float32", "bfloat16")
+
+
+@dataclass(frozen=True)
+class Case:
+    """One measurement.
+
+    Attributes:
+        impl: `"keras_vit"`, `"timm"`, `"keras_hub"` or `"data"` (the input
+            pipeline).
+        task: `"infer"`, `"train"` (one optimizer step) or `"data"`.
+        mode: How it runs: `"predict"` (Keras `predict_on_batch`, the
+            `tf.function` Keras builds), `"predict+xla"`, or
+            `"predict+bf16-weights"` (keras_vit built under the `bfloat16`
+            policy: bfloat16 variables); `"train"` or
+            `"train+xla"` (`train_on_batch`); `"eager"` or `"compile"` (timm
+            with `torch.compile`); for the data pipeline, `"crop+flip"` or
+            `"crop+flip+randaugment"`.
+        precision: `"float32"` or `"bfloat16"` (Keras `mixed_bfloat16`;
+            timm `torch.autocast(dtype=torch.bfloat16)`).
+        variant: ViT size and patch, e.g. `"B/16"`.
+        image_size: Square input side.
+        batch: Images per call or step.
+        warmup: Untimed calls after the first one.
+        iters: Timed calls.
+    """
+
+    impl: str
+    task: str
+    mode: str
+    precision: str
+    variant: str
+    image_size: int
+    batch: int
+    warmup: int = 1
+    iters: int = 5
+
+    def __post_init__(self):
+        if self.impl not in IMPLEMENTATIONS:
+            raise ValueError(f"Unknown impl {self.impl!r}; one of {IMPLEMENTATIONS}.")
+        if self.precision not in PRECISIONS:
+            raise ValueError(
+                f"Unknown precision {self.precision!r}; one of {PRECISIONS}."
+            )
+        if self.batch <= 0 or self.iters <= 0 or self.warmup < 0:
+            raise ValueError(f"batch and iters must be positive, warmup >= 0: {self}")
+
+    @property
+    def scenario(self) -> tuple:
+        """Cases sharing a scenario are compared with each other."""
+        return (self.task, self.variant, self.image_size, self.batch, self.precision)
+
+    @property
+    def name(self) -> str:
+        return (
+            f"{self.task} {self.variant}@{self.image_size} b{self.batch} "
+            f"{self.precision} {self.impl} {self.mode}"
+        )
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> Case:
+        return cls(**json.loads(text))
+
+
+def _scenario(task, variant, size, batch, precision, entries, warmup, iters):
+    return [
+        Case(impl, task, mode, precision, variant, size, batch, warmup, iters)
+        for impl, mode in entries
+    ]
+
+
+KV, TIMM, HUB = "keras_vit", "timm", "keras_hub"
+
+
+def quick_cases() -> list[Case]:
+    """About 5 minutes: the headline comparisons with few iterations."""
+    infer = [(KV, "predict"), (TIMM, "eager"), (HUB, "predict")]
+    train = [(KV, "train"), (TIMM, "eager")]
+    cases = []
+    for precision in PRECISIONS:
+        cases += _scenario("infer", "B/16", 224, 8, precision, infer, 1, 3)
+    cases += _scenario("train", "S/16", 224, 32, "float32", train, 1, 3)
+    cases.append(Case("data", "data", "crop+flip", "float32", "S/16", 224, 32, 2, 10))
+    return cases
+
+
+def full_cases() -> list[Case]:
+    """All the issue's cases (about 25 minutes on 2 cores)."""
+    cases = []
+    # ViT-B/16 @224, batch 8: every mode of every implementation.
+    b8 = {
+        "float32": [
+            (KV, "predict"),
+            (TIMM, "eager"),
+            (HUB, "predict"),
+            (KV, "predict+xla"),
+            (TIMM, "compile"),
+            (HUB, "predict+xla"),
+        ],
+        "bfloat16": [
+            (KV, "predict"),
+            (TIMM, "eager"),
+            (HUB, "predict"),
+            (KV, "predict+xla"),
+            (TIMM, "compile"),
+            (KV, "predict+bf16-weights"),
+        ],
+    }
+    for precision, entries in b8.items():
+        cases += _scenario("infer", "B/16", 224, 8, precision, entries, 1, 5)
+    # Batch 1 and 32, B/16 @384 and L/16 @224: the default modes.
+    default = [(KV, "predict"), (TIMM, "eager"), (HUB, "predict")]
+    two = [(KV, "predict"), (TIMM, "eager")]
+    for precision in PRECISIONS:
+        batch1 = default + (
+            [(KV, "predict+bf16-weights")] if precision == "bfloat16" else []
+        )
+        cases += _scenario("infer", "B/16", 224, 1, precision, batch1, 2, 7)
+        cases += _scenario("infer", "B/16", 224, 32, precision, default[:2], 0, 3)
+        cases += _scenario("infer", "B/16", 384, 8, precision, two, 0, 3)
+        cases += _scenario("infer", "L/16", 224, 8, precision, two, 0, 3)
+    # Cost growth with the image size (224 and 384 above, batch 8).
+    cases += _scenario("infer", "B/16", 512, 8, "float32", two, 0, 3)
+    # Training steps (AdamW, batch 32); the first step traces and compiles.
+    train = {
+        ("S/16", "float32"): [
+            (KV, "train"),
+            (TIMM, "eager"),
+            (HUB, "train"),
+            (KV, "train+xla"),
+            (TIMM, "compile"),
+        ],
+        ("S/16", "bfloat16"): [(KV, "train"), (TIMM, "eager")],
+        ("Ti/16", "float32"): [(KV, "train"), (TIMM, "eager")],
+        ("Ti/16", "bfloat16"): [(KV, "train"), (TIMM, "eager")],
+    }
+    for (variant, precision), entries in train.items():
+        cases += _scenario("train", variant, 224, 32, precision, entries, 0, 3)
+    for mode in ("crop+flip", "crop+flip+randaugment"):
+        cases.append(Case("data", "data", mode, "float32", "S/16", 224, 32, 2, 10))
+    return cases

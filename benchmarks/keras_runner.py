@@ -1,0 +1,102 @@
+"""Runs a case on a Keras model: keras_vit's, or keras-hub's ViT built from config.
+
+Both go through the same Keras code path, so only the model differs:
+inference is `model.predict_on_batch` (the `tf.function` Keras builds; with
+`+xla`, `model.compile(jit_compile=True)` first), a training step is
+`model.train_on_batch` after `model.compile(AdamW, sparse cross-entropy)`.
+bfloat16 is the `mixed_bfloat16` policy (float32 variables, bfloat16 compute);
+the `+bf16-weights` modes build the model under the `bfloat16` policy instead
+(bfloat16 variables).
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+from flops import parse  # noqa: E402
+from timing import (
+    peak_rss_mb,  # noqa: E402
+    time_calls,  # noqa: E402
+)
+
+NUM_CLASSES = 1000
+
+
+def build_keras_vit(case):
+    import keras_vit
+
+    return keras_vit.ViT(
+        case.variant, image_size=case.image_size, num_classes=NUM_CLASSES
+    )
+
+
+def build_keras_hub(case):
+    import keras_hub
+
+    size, patch = parse(case.variant)
+    backbone = keras_hub.models.ViTBackbone(
+        image_shape=(case.image_size, case.image_size, 3),
+        patch_size=patch,
+        num_layers=size.depth,
+        num_heads=size.num_heads,
+        hidden_dim=size.hidden_dim,
+        mlp_dim=size.mlp_dim,
+    )
+    return keras_hub.models.ViTImageClassifier(
+        backbone=backbone, num_classes=NUM_CLASSES, preprocessor=None
+    )
+
+
+def versions(impl: str) -> str:
+    if impl == "keras_hub":
+        import keras_hub
+
+        library = f"keras-hub {keras_hub.__version__}"
+    else:
+        import keras_vit
+
+        library = f"keras_vit {keras_vit.__version__}"
+    return f"{library}, Keras {keras.__version__}, TF {tf.__version__}"
+
+
+def run(case) -> dict:
+    """Measures one case; returns the timing dict plus memory and versions."""
+    runtime_mb = peak_rss_mb()  # TensorFlow and Keras imported, no model yet
+    if case.precision == "bfloat16":
+        # "bf16-weights": variables stored in bfloat16 (no per-call casts, half
+        # the memory); keras_vit keeps its head in float32 either way.
+        policy = "bfloat16" if "bf16-weights" in case.mode else "mixed_bfloat16"
+        keras.config.set_dtype_policy(policy)
+    build = build_keras_hub if case.impl == "keras_hub" else build_keras_vit
+    model = build(case)
+    jit = "+xla" in case.mode
+    rng = np.random.default_rng(0)
+    images = rng.uniform(-1, 1, (case.batch, case.image_size, case.image_size, 3))
+    images = images.astype("float32")
+    if case.task == "train":
+        labels = rng.integers(0, NUM_CLASSES, (case.batch,))
+        model.compile(
+            optimizer=keras.optimizers.AdamW(learning_rate=1e-4, weight_decay=0.05),
+            loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+            jit_compile=jit,
+        )
+
+        def step():
+            return model.train_on_batch(images, labels)
+
+    else:
+        # Keras resolves jit_compile="auto" to False on a CPU-only TF.
+        model.compile(jit_compile=jit)
+
+        def step():
+            return model.predict_on_batch(images)
+
+    result = time_calls(step, case.warmup, case.iters)
+    result["runtime_rss_mb"] = runtime_mb
+    result["versions"] = versions(case.impl)
+    return result
