@@ -50,7 +50,7 @@ from keras_vit.masked_patch import transfer_encoder
 from recipes.configs.base import check_type
 from recipes.fewshot import few_shot_pools
 from recipes.common import printer
-from recipes.common import start_fresh
+from recipes.common import resume_or_start
 
 
 @dataclasses.dataclass(frozen=True)
@@ -191,12 +191,7 @@ def run(config: PretrainConfig, callbacks: tuple = ()) -> dict:
     steps = config.steps_per_epoch or data.full_batches(
         source.num_examples, config.global_batch_size
     )
-    backup_dir = os.path.join(workdir, "backup" if chief else f"backup_{task}")
-    start_epoch = training.resume_epoch(backup_dir)
-    if start_epoch:
-        say(f"Resuming from {backup_dir} at epoch {start_epoch + 1}.")
-    elif chief:
-        start_fresh(workdir)
+    start_epoch = resume_or_start(workdir, chief, task, say)
     train_ds = data.train_dataset(
         source,
         image_size=config.image_size,

@@ -33,7 +33,7 @@ import keras_vit
 from keras_vit import data, training
 from recipes.configs.base import TrainConfig, load_config, override, shipped_configs
 from recipes.common import printer
-from recipes.common import start_fresh
+from recipes.common import resume_or_start
 
 
 def run(config: TrainConfig, callbacks: tuple = ()) -> dict:
@@ -72,12 +72,7 @@ def run(config: TrainConfig, callbacks: tuple = ()) -> dict:
     steps = config.steps_per_epoch or data.full_batches(
         train_source.num_examples, config.global_batch_size
     )
-    backup_dir = os.path.join(workdir, "backup" if chief else f"backup_{task}")
-    start_epoch = training.resume_epoch(backup_dir)
-    if start_epoch:
-        say(f"Resuming from the backup in {backup_dir} at epoch {start_epoch + 1}.")
-    elif chief:
-        start_fresh(workdir)
+    start_epoch = resume_or_start(workdir, chief, task, say)
     say(
         f"Data: {train_source.name}, {train_source.num_examples} examples, "
         f"{train_source.num_classes} classes, {steps} steps/epoch"
