@@ -107,22 +107,14 @@ def load_model(args) -> keras.Model:
         # compile=False: the analyses need no optimizer (and a training run's
         # optimizer class may live in a module not imported here).
         return keras.saving.load_model(args.model, compile=False)
-    model = keras_vit.ViT(
-        args.variant, num_classes=args.num_classes, image_size=args.image_size
+    # `weights=` goes through keras_vit.weights.load_weights, which also
+    # loads .weights.h5 files (with model.load_weights).
+    return keras_vit.ViT(
+        args.variant,
+        num_classes=args.num_classes,
+        image_size=args.image_size,
+        weights=args.weights or None,
     )
-    if args.weights:
-        if args.weights.endswith(".weights.h5"):
-            model.load_weights(args.weights)
-        else:
-            try:
-                from keras_vit.weights import load_weights
-            except ImportError as error:
-                raise SystemExit(
-                    f"Cannot load {args.weights!r}: keras_vit.weights is not "
-                    f"available ({error}). Use a .weights.h5 file."
-                ) from None
-            load_weights(model, args.weights)
-    return model
 
 
 def digits_images(image_size: tuple[int, int], channels: int, split: str = "test"):

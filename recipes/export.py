@@ -110,19 +110,15 @@ def load_model(args) -> keras.Model:
         if args.weights:
             raise SystemExit("--weights goes with --variant, not --model.")
         return keras.saving.load_model(args.model)
-    model = keras_vit.ViT(
+    # `weights=` goes through keras_vit.weights.load_weights, which also
+    # loads .weights.h5 files (with model.load_weights).
+    return keras_vit.ViT(
         args.variant,
         num_classes=max(args.num_classes, 1),
         include_top=args.num_classes > 0,
         image_size=args.model_image_size,
+        weights=args.weights or None,
     )
-    if args.weights and args.weights.endswith(".weights.h5"):
-        model.load_weights(args.weights)
-    elif args.weights:
-        from keras_vit.weights import load_weights
-
-        load_weights(model, args.weights)
-    return model
 
 
 def read_class_names(path: str) -> list[str]:
