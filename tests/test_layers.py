@@ -8,6 +8,7 @@ from helpers import assert_config_is_constructor_args
 from helpers import images
 
 from keras_vit import layers
+from keras_vit.layers.transformer_block import gelu
 
 
 def _random(shape, seed=0, scale=1.0):
@@ -129,6 +130,8 @@ def test_transformer_block_matches_reference(gelu_approximate):
     gelu = "tanh" if gelu_approximate else "exact"
     expected, _ = reference.encoder_block(x.astype("float64"), params, 0, num_heads=2, gelu=gelu)
     np.testing.assert_allclose(block(x), expected, atol=1e-5)
+    # Training computes the exact GELU another way (see `layers.gelu`).
+    np.testing.assert_allclose(block(x, training=True), expected, atol=1e-5)
     other = "exact" if gelu_approximate else "tanh"
     wrong, _ = reference.encoder_block(x.astype("float64"), params, 0, num_heads=2, gelu=other)
     assert np.abs(np.asarray(block(x)) - wrong).max() > 1e-5  # the switch matters
@@ -268,3 +271,53 @@ def test_fused_backend_attention_path_equals_explicit_path(monkeypatch):
     explicit = np.asarray(layer(x))
     monkeypatch.setattr(attention_module, "_FUSED_ATTENTION", True)
     np.testing.assert_allclose(layer(x), explicit, atol=1e-5)
+
+
+def _gradients(layer, x, training):
+    import tensorflow as tf
+
+    x = tf.constant(x)
+    weights = tf.constant(_random((*x.shape[:-1], layer.weights[-1].shape[-1]), seed=9))
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        loss = tf.reduce_sum(layer(x, training=training) * weights)
+    return tape.gradient(loss, [x, *layer.trainable_variables])
+
+
+def test_training_gelu_has_the_exact_gelu_values_and_gradients():
+    x = keras.ops.convert_to_tensor(np.linspace(-6, 6, 101, dtype="float32"))
+    # `1 + erf` loses the far negative tail to rounding: 5e-7 absolute at most.
+    exact = reference.gelu_exact(np.asarray(x, "float64"))
+    np.testing.assert_allclose(gelu(x, training=True), exact, atol=5e-7)
+    np.testing.assert_allclose(gelu(x, training=True), gelu(x), atol=5e-7)
+    # In training the block's gradients equal those through keras.ops.gelu.
+    block = layers.TransformerBlock(num_heads=2, mlp_dim=16)
+    x = _random((2, 5, 8))
+    block.build(x.shape)
+    block.set_weights([_random(w.shape, seed=i, scale=0.5) for i, w in enumerate(block.weights)])
+    for train, infer in zip(_gradients(block, x, True), _gradients(block, x, False)):
+        np.testing.assert_allclose(train, infer, atol=1e-5)
+
+
+def test_training_gelu_under_bfloat16_stays_close_to_float32():
+    x = np.linspace(-6, 6, 101, dtype="float32")
+    exact = reference.gelu_exact(x.astype("float64"))
+    bf16 = keras.ops.convert_to_tensor(x, "bfloat16")
+    for training in (True, False):
+        out = np.asarray(keras.ops.cast(gelu(bf16, training=training), "float32"))
+        np.testing.assert_allclose(out, exact, atol=0.04, rtol=0.01)
+
+
+def test_attention_gradients_equal_the_fused_path_gradients(monkeypatch):
+    # The explicit path unstacks q, k and v; its gradients must equal those of
+    # `ops.dot_product_attention` on slices, an independent formulation.
+    from keras_vit.layers import attention as attention_module
+
+    layer = layers.MultiHeadSelfAttention(num_heads=2)
+    x = _random((2, 5, 8))
+    layer.build(x.shape)
+    layer.set_weights([_random(w.shape, seed=i, scale=0.3) for i, w in enumerate(layer.weights)])
+    explicit = _gradients(layer, x, True)
+    monkeypatch.setattr(attention_module, "_FUSED_ATTENTION", True)
+    for got, want in zip(explicit, _gradients(layer, x, True)):
+        np.testing.assert_allclose(got, want, atol=1e-5)

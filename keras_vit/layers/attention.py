@@ -139,7 +139,11 @@ class MultiHeadSelfAttention(keras.layers.Layer):
             scores = None
         else:
             qkv = ops.transpose(qkv, (2, 0, 3, 1, 4))  # (3, B, H, N, Dh)
-            query, key, value = qkv[0], qkv[1], qkv[2]
+            # Unstack, not three slices: on TensorFlow the gradient of a slice
+            # writes a zero-filled (3, B, H, N, Dh) tensor per slice and adds
+            # the three up (12% of a ViT-S/16 training step); unstack's
+            # gradient is a single stack.
+            query, key, value = ops.unstack(qkv, 3, axis=0)  # (B, H, N, Dh) each
             query = query * ops.cast(head_dim**-0.5, dtype)
             logits = ops.einsum("bhqd,bhkd->bhqk", query, key)  # (B, H, N, N)
             scores = ops.softmax(ops.cast(logits, "float32"), axis=-1)
