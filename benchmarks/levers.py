@@ -16,6 +16,7 @@ Usage:
 
     python benchmarks/levers.py                      # every lever, B/16 b8
     python benchmarks/levers.py --lever attention --precision bfloat16
+    python benchmarks/levers.py --lever train --variant S/16 --batch 32
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
-LEVERS = ("attention", "xla", "call", "policy", "threads", "onednn")
+LEVERS = ("attention", "xla", "call", "policy", "threads", "onednn", "train")
 
 
 # --- alternative layer calls ------------------------------------------------
@@ -106,6 +107,59 @@ def patched(attention_call=None, block_call=None):
         yield
     finally:
         MultiHeadSelfAttention.call, TransformerBlock.call = saved
+
+
+@contextlib.contextmanager
+def sliced_qkv():
+    """q, k, v cut from the stacked tensor by three slices, not one unstack."""
+    import keras
+
+    saved = keras.ops.unstack
+    keras.ops.unstack = lambda x, num=None, axis=0: [x[i] for i in range(num)]
+    try:
+        yield
+    finally:
+        keras.ops.unstack = saved
+
+
+@contextlib.contextmanager
+def ops_gelu_in_training():
+    """`keras.ops.gelu` (TensorFlow's erfc form) in training too."""
+    from keras import ops
+
+    from keras_vit.layers import transformer_block
+
+    saved = transformer_block.gelu
+    transformer_block.gelu = lambda x, approximate=False, training=None: ops.gelu(
+        x, approximate=approximate
+    )
+    try:
+        yield
+    finally:
+        transformer_block.gelu = saved
+
+
+def traced_train_step(model, x, patch=contextlib.nullcontext):
+    """A `tf.function` computing the loss and every gradient (no optimizer)."""
+    import keras
+    import numpy as np
+    import tensorflow as tf
+
+    labels = tf.constant(np.arange(len(x)) % 1000)
+    loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+    def step(images):
+        with tf.GradientTape() as tape:
+            loss = loss_fn(labels, model(images, training=True))
+        grads = tape.gradient(loss, model.trainable_variables)
+        # Reduced so that no gradient is pruned from the graph.
+        return tf.add_n([tf.reduce_sum(tf.cast(g, "float32")) for g in grads])
+
+    function = tf.function(step)
+    with patch():
+        function.get_concrete_function(tf.constant(x))
+    tensor = tf.constant(x)
+    return lambda: function(tensor).numpy()
 
 
 # --- in-process A/B -----------------------------------------------------------
@@ -197,6 +251,16 @@ def lever_in_process(lever: str, args) -> tuple[dict, dict]:
             ),
             "separate Q/K/V projections": traced(
                 model, x, attention_call=attention_separate
+            ),
+        }
+    elif lever == "train":
+        variants = {
+            "now: unstacked q/k/v, float32-erf GELU in training": traced_train_step(
+                model, x
+            ),
+            "q/k/v as three slices": traced_train_step(model, x, sliced_qkv),
+            "keras.ops.gelu in training": traced_train_step(
+                model, x, ops_gelu_in_training
             ),
         }
     elif lever == "xla":
