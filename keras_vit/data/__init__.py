@@ -5,6 +5,8 @@
 - `train_dataset(source, ...)` / `eval_dataset(source, ...)`: the `tf.data`
   pipelines (Inception crop, flip, optional RandAugment/MixUp/CutMix; values
   in `[-1, 1]`), batched with the global batch size.
+- `RandAugment(num_ops, magnitude)`: stateless RandAugment in TensorFlow
+  ops, called per image with a seed (`keras_vit.data.randaugment`).
 - `transforms`: `decode_image`, `eval_resize`, `to_model_range`.
 
 Example:
@@ -33,4 +35,5 @@ from keras_vit.data.pipeline import (
     per_replica_batch_size,
     train_dataset,
 )
+from keras_vit.data.randaugment import RANDAUGMENT_OPS, RandAugment
 from keras_vit.data.transforms import decode_image, eval_resize, to_model_range

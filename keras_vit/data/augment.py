@@ -1,11 +1,12 @@
-"""Training augmentation: Inception crop and flip, RandAugment, MixUp, CutMix.
+"""Training augmentation: Inception crop and flip, MixUp, CutMix.
 
 The per-image crop and flip are stateless: each image's randomness comes
 from an explicit seed (see `keras_vit.data.pipeline`), so a run is
 reproducible and a resumed run sees exactly the images an uninterrupted one
-would. RandAugment, MixUp and CutMix are Keras's own layers; they draw from
-their own seeded generators, so a run that uses them repeats from a fresh
-start but not bit for bit across a resume.
+would. RandAugment lives in `keras_vit.data.randaugment` and is stateless
+and seeded per image in the same way. MixUp and CutMix are Keras's own
+layers; they draw from their own seeded generators, so a run that uses them
+repeats from a fresh start but not bit for bit across a resume.
 
 Label smoothing is not here: it is an argument of the loss
 (`keras.losses.CategoricalCrossentropy(label_smoothing=...)`).
@@ -88,27 +89,6 @@ def train_transform(
     if flip:
         image = tf.image.stateless_random_flip_left_right(image, flip_seed)
     return tf.cast(image, tf.float32)
-
-
-def randaugment(num_ops: int, magnitude: float, seed: int | None = None):
-    """Keras's `RandAugment` for `[0, 255]` images.
-
-    Args:
-        num_ops: Operations applied to each image (2 in the RandAugment
-            paper).
-        magnitude: Strength in `[0, 1]`.
-        seed: Seed of the layer's generator.
-
-    Returns:
-        A `keras.layers.RandAugment` to call on `(height, width, 3)` images.
-    """
-    if int(num_ops) <= 0:
-        raise ValueError(f"`num_ops` must be positive. Received: {num_ops}")
-    if not 0.0 <= float(magnitude) <= 1.0:
-        raise ValueError(f"`magnitude` must be in [0, 1]. Received: {magnitude}")
-    return keras.layers.RandAugment(
-        value_range=(0, 255), num_ops=int(num_ops), factor=float(magnitude), seed=seed
-    )
 
 
 class BatchMixer:

@@ -13,9 +13,9 @@ whatever the number of devices.
 
 Reproducibility: the training stream is a pure function of `(seed, epoch,
 position)`. Every epoch shuffles with a seed derived from `(seed, epoch)` and
-every image's crop and flip use a seed derived from `(seed, epoch, index)`.
-The stream starts at `start_epoch`, so a run resumed at epoch `k` reads
-exactly what an uninterrupted run reads from epoch `k` on.
+every image's crop, flip and RandAugment use seeds derived from `(seed, epoch,
+index)`. The stream starts at `start_epoch`, so a run resumed at epoch `k`
+reads exactly what an uninterrupted run reads from epoch `k` on.
 """
 
 from __future__ import annotations
@@ -24,11 +24,13 @@ import tensorflow as tf
 
 from keras_vit.data import augment
 from keras_vit.data.datasets import ImageSource
+from keras_vit.data.randaugment import RandAugment
 from keras_vit.data.transforms import decode_image, eval_resize, to_model_range
 from keras_vit.layers.utils import to_pair
 
 AUTOTUNE = tf.data.AUTOTUNE
 _GRAPH_SEED = 87_178_291
+_RANDAUGMENT_STREAM = 0x5A4D  # Folded into an example's seed for RandAugment.
 
 
 def per_replica_batch_size(global_batch_size: int, num_replicas: int) -> int:
@@ -126,9 +128,11 @@ def train_dataset(
             crop. Defaults to `(0.05, 1.0)`.
         aspect_ratio_range: Inception-crop aspect ratios.
         flip: Random left-right flips. Defaults to `True`.
-        randaugment_ops: Operations per image of `keras.layers.RandAugment`;
-            0 (default) turns RandAugment off.
-        randaugment_magnitude: RandAugment strength in `[0, 1]`.
+        randaugment_ops: Operations per image of keras_vit's stateless
+            `RandAugment` (see `keras_vit.data.randaugment`), seeded per
+            image like the crop; 0 (default) turns RandAugment off.
+        randaugment_magnitude: RandAugment strength in `[0, 1]`: the
+            reference's 0-10 level divided by 10 (1 is the strongest).
         mixup_alpha: MixUp's Beta parameter; 0 (default) turns it off.
         cutmix_factor: `keras.layers.CutMix`'s factor; 0 (default) turns it
             off.
@@ -170,6 +174,9 @@ def train_dataset(
     base_seed = tf.constant([int(seed), 0x5EED], tf.int64)
     buffer = max(1, min(int(shuffle_buffer), source.num_examples))
     num_classes = source.num_classes
+    randaugment = (
+        RandAugment(randaugment_ops, randaugment_magnitude) if randaugment_ops else None
+    )
 
     def one_pass(epoch_seed, index):
         # Fix this function's graph-level seed: the shuffle order then depends
@@ -208,18 +215,14 @@ def train_dataset(
         image = augment.train_transform(
             image, example_seed, image_size, area_range, aspect_ratio_range, flip
         )
+        if randaugment is not None:
+            image = randaugment(image, _randaugment_seed(example_seed))
         return image, tf.one_hot(label, num_classes)
 
     dataset = tf.data.Dataset.range(int(start_epoch), int(epochs)).flat_map(one_epoch)
     dataset = dataset.map(transform, num_parallel_calls=AUTOTUNE)
     if source.may_fail_to_decode:
         dataset = dataset.ignore_errors(log_warning=True)
-    if randaugment_ops:
-        layer = augment.randaugment(randaugment_ops, randaugment_magnitude, seed)
-        dataset = dataset.map(
-            lambda image, label: (_randaugment(layer, image, channels), label),
-            num_parallel_calls=AUTOTUNE,
-        )
     dataset = dataset.map(
         lambda image, label: (to_model_range(image), label),
         num_parallel_calls=AUTOTUNE,
@@ -280,11 +283,10 @@ def eval_dataset(
     return dataset.prefetch(AUTOTUNE)
 
 
-def _randaugment(layer, image, channels):
-    # RandAugment's color operations expect RGB.
-    if channels == 1:
-        return layer(tf.image.grayscale_to_rgb(image), training=True)[..., :1]
-    return layer(image, training=True)
+def _randaugment_seed(example_seed):
+    # A stream of its own: the crop and flip seeds are split from the same
+    # example seed.
+    return tf.random.experimental.stateless_fold_in(example_seed, _RANDAUGMENT_STREAM)
 
 
 def _match_channels(image: tf.Tensor, channels: int) -> tf.Tensor:

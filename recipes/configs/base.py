@@ -53,8 +53,8 @@ class TrainConfig:
     crop_area_range: tuple[float, float] = (0.05, 1.0)  # Inception crop; (1, 1) = off.
     crop_aspect_range: tuple[float, float] = (0.75, 4 / 3)
     random_flip: bool = True
-    randaugment_ops: int = 0  # keras.layers.RandAugment ops per image; 0 = off.
-    randaugment_magnitude: float = 0.5  # In [0, 1].
+    randaugment_ops: int = 0  # keras_vit.data.RandAugment ops per image; 0 = off.
+    randaugment_magnitude: float = 0.5  # In [0, 1]: the reference's level / 10.
     mixup_alpha: float = 0.0  # 0 = off.
     cutmix_factor: float = 0.0  # keras.layers.CutMix factor in (0, 1]; 0 = off.
     label_smoothing: float = 0.0
