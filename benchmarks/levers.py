@@ -139,6 +139,35 @@ def ops_gelu_in_training():
         transformer_block.gelu = saved
 
 
+@contextlib.contextmanager
+def keras_layer_norm_gradient():
+    """Keras' layer normalization op, differentiated by TensorFlow."""
+    import keras
+
+    from keras_vit.layers import LayerNorm
+
+    saved = LayerNorm.call
+    LayerNorm.call = lambda self, inputs, training=None: (
+        keras.layers.LayerNormalization.call(self, inputs)
+    )
+    try:
+        yield
+    finally:
+        LayerNorm.call = saved
+
+
+@contextlib.contextmanager
+def float32_softmax():
+    """The attention softmax in float32 under a bfloat16 policy too."""
+    from keras_vit.layers import attention
+
+    attention._BFLOAT16_SOFTMAX = False
+    try:
+        yield
+    finally:
+        attention._BFLOAT16_SOFTMAX = True
+
+
 def traced_train_step(model, x, patch=contextlib.nullcontext):
     """A `tf.function` computing the loss and every gradient (no optimizer)."""
     import keras
@@ -255,12 +284,18 @@ def lever_in_process(lever: str, args) -> tuple[dict, dict]:
         }
     elif lever == "train":
         variants = {
-            "now: unstacked q/k/v, float32-erf GELU in training": traced_train_step(
-                model, x
+            "now (unstack, erf GELU, closed-form LN grad, bf16 softmax)": (
+                traced_train_step(model, x)
             ),
             "q/k/v as three slices": traced_train_step(model, x, sliced_qkv),
             "keras.ops.gelu in training": traced_train_step(
                 model, x, ops_gelu_in_training
+            ),
+            "Keras LayerNormalization gradient": traced_train_step(
+                model, x, keras_layer_norm_gradient
+            ),
+            "float32 softmax (matters under bfloat16 only)": traced_train_step(
+                model, x, float32_softmax
             ),
         }
     elif lever == "xla":

@@ -221,6 +221,7 @@ ALL_LAYERS = [
     layers.DropPath(0.2, seed=3),
     layers.TokenPooling("gap", 2),
     layers.StdConv2D(8, 3, 2, epsilon=1e-4),
+    layers.LayerNorm(epsilon=1e-6),
 ]
 
 
@@ -321,3 +322,52 @@ def test_attention_gradients_equal_the_fused_path_gradients(monkeypatch):
     monkeypatch.setattr(attention_module, "_FUSED_ATTENTION", True)
     for got, want in zip(explicit, _gradients(layer, x, True)):
         np.testing.assert_allclose(got, want, atol=1e-5)
+
+
+def test_layer_norm_training_path_has_keras_values_and_gradients():
+    import tensorflow as tf
+
+    x = _random((3, 5, 8), scale=4.0) + 2.0
+    ours = layers.LayerNorm(epsilon=1e-6)
+    keras_norm = keras.layers.LayerNormalization(epsilon=1e-6)
+    for layer in (ours, keras_norm):
+        layer.build(x.shape)
+        layer.set_weights([_random((8,), seed=1), _random((8,), seed=2)])
+    np.testing.assert_allclose(ours(x, training=True), keras_norm(x), atol=2e-6)
+    np.testing.assert_array_equal(ours(x), keras_norm(x))  # inference: Keras' op
+    # Closed-form gradients equal TensorFlow's differentiation of Keras' op.
+    weights = tf.constant(_random(x.shape, seed=3))
+    grads = []
+    for layer, kwargs in ((ours, {"training": True}), (keras_norm, {})):
+        inputs = tf.constant(x)
+        with tf.GradientTape() as tape:
+            tape.watch(inputs)
+            loss = tf.reduce_sum(layer(inputs, **kwargs) * weights)
+        grads.append(tape.gradient(loss, [inputs, *layer.trainable_variables]))
+    for got, want in zip(*grads):
+        np.testing.assert_allclose(got, want, atol=1e-4, rtol=1e-5)
+
+
+def test_layer_norm_under_mixed_precision_and_bad_axis():
+    keras.config.set_dtype_policy("mixed_bfloat16")
+    norm = layers.LayerNorm(epsilon=1e-6)
+    x = keras.ops.convert_to_tensor(_random((2, 4, 8), scale=300.0), "bfloat16")
+    out = norm(x, training=True)
+    assert keras.backend.standardize_dtype(out.dtype) == "bfloat16"
+    assert all(w.dtype == "float32" for w in norm.weights)
+    np.testing.assert_allclose(np.asarray(keras.ops.cast(out, "float32")).std(-1), 1.0, atol=0.05)
+    with pytest.raises(ValueError, match="last axis only"):
+        layers.LayerNorm(axis=1)
+
+
+def test_bfloat16_softmax_path_matches_the_float32_scores_path():
+    # Under bfloat16 the softmax runs in bfloat16 unless scores are returned
+    # (then in float32): the two paths agree to bfloat16 rounding.
+    keras.config.set_dtype_policy("mixed_bfloat16")
+    block = layers.TransformerBlock(num_heads=2, mlp_dim=16)
+    x = _random((2, 7, 8), scale=3.0)
+    block.build(x.shape)
+    block.set_weights([_random(w.shape, seed=i, scale=0.5) for i, w in enumerate(block.weights)])
+    fast = np.asarray(keras.ops.cast(block(x), "float32"))
+    slow, _ = block(x, return_attention_scores=True)
+    np.testing.assert_allclose(fast, np.asarray(keras.ops.cast(slow, "float32")), atol=0.05, rtol=0.02)

@@ -3,6 +3,7 @@
 from keras_vit.layers.attention import MultiHeadSelfAttention
 from keras_vit.layers.class_token import ClassToken
 from keras_vit.layers.drop_path import DropPath
+from keras_vit.layers.layer_norm import LayerNorm
 from keras_vit.layers.patch_embedding import PatchEmbedding
 from keras_vit.layers.pooling import TokenPooling
 from keras_vit.layers.position_embedding import AddPositionEmbedding
@@ -13,6 +14,7 @@ __all__ = [
     "AddPositionEmbedding",
     "ClassToken",
     "DropPath",
+    "LayerNorm",
     "MultiHeadSelfAttention",
     "PatchEmbedding",
     "StdConv2D",

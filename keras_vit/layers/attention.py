@@ -8,6 +8,9 @@ from keras import ops
 # On JAX and PyTorch `ops.dot_product_attention` reaches fused (flash) kernels;
 # on TensorFlow it is the same einsum chain as below plus four transposes.
 _FUSED_ATTENTION = keras.backend.backend() != "tensorflow"
+# The softmax of a bfloat16 model runs in bfloat16 (see the class docstring);
+# `benchmarks/levers.py` turns this off to measure the float32 alternative.
+_BFLOAT16_SOFTMAX = True
 
 
 @keras.saving.register_keras_serializable(package="keras_vit")
@@ -30,7 +33,12 @@ class MultiHeadSelfAttention(keras.layers.Layer):
     and PyTorch backends, when no scores are requested and no attention
     dropout is active, the layer calls `keras.ops.dot_product_attention`,
     which reaches their fused (flash) kernels. Everywhere else the softmax
-    runs in float32.
+    runs in float32, except under a bfloat16 compute dtype when no scores are
+    requested: bfloat16 has float32's exponent range and oneDNN's bfloat16
+    softmax accumulates in float32, so the probabilities are the same values
+    as float32's rounded to bfloat16, without two casts of the
+    `(B, H, N, N)` logits each way (5% of a ViT-Ti/16 bfloat16 training
+    step).
 
     Args:
         num_heads: Number of attention heads; must divide the input width.
@@ -125,7 +133,7 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         heads, head_dim = self.num_heads, self.head_dim
         dim = heads * head_dim
         batch_size, length = ops.shape(inputs)[0], ops.shape(inputs)[1]
-        dtype = inputs.dtype
+        dtype = keras.backend.standardize_dtype(inputs.dtype)
         # 2-D matmul + `ops.add` (a BiasAdd on TensorFlow): one fused kernel.
         kernel = ops.reshape(ops.cast(self.qkv_kernel, dtype), (dim, 3 * dim))
         bias = ops.reshape(ops.cast(self.qkv_bias, dtype), (3 * dim,))
@@ -146,7 +154,10 @@ class MultiHeadSelfAttention(keras.layers.Layer):
             query, key, value = ops.unstack(qkv, 3, axis=0)  # (B, H, N, Dh) each
             query = query * ops.cast(head_dim**-0.5, dtype)
             logits = ops.einsum("bhqd,bhkd->bhqk", query, key)  # (B, H, N, N)
-            scores = ops.softmax(ops.cast(logits, "float32"), axis=-1)
+            in_bfloat16 = _BFLOAT16_SOFTMAX and dtype == "bfloat16"
+            in_bfloat16 = in_bfloat16 and not return_attention_scores
+            softmax_dtype = dtype if in_bfloat16 else "float32"
+            scores = ops.softmax(ops.cast(logits, softmax_dtype), axis=-1)
             probs = ops.cast(self.attention_dropout(scores, training=training), dtype)
             context = ops.einsum("bhqk,bhkd->bhqd", probs, value)  # (B, H, N, Dh)
             context = ops.transpose(context, (0, 2, 1, 3))  # (B, N, H, Dh)

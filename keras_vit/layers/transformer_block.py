@@ -7,6 +7,7 @@ from keras import ops
 
 from keras_vit.layers.attention import MultiHeadSelfAttention
 from keras_vit.layers.drop_path import DropPath
+from keras_vit.layers.layer_norm import LayerNorm
 
 LAYER_NORM_EPSILON = 1e-6
 _SQRT_HALF = 0.7071067811865476
@@ -103,7 +104,7 @@ class TransformerBlock(keras.layers.Layer):
         self.gelu_approximate = bool(gelu_approximate)
 
         policy = self.dtype_policy
-        self.norm_1 = keras.layers.LayerNormalization(
+        self.norm_1 = LayerNorm(
             epsilon=self.layer_norm_epsilon, name="norm_1", dtype=policy
         )
         self.attention = MultiHeadSelfAttention(
@@ -115,7 +116,7 @@ class TransformerBlock(keras.layers.Layer):
         self.attention_output_dropout = keras.layers.Dropout(
             self.dropout_rate, name="attention_output_dropout", dtype=policy
         )
-        self.norm_2 = keras.layers.LayerNormalization(
+        self.norm_2 = LayerNorm(
             epsilon=self.layer_norm_epsilon, name="norm_2", dtype=policy
         )
         # The reference initialises MLP biases from normal(1e-6).
@@ -150,7 +151,7 @@ class TransformerBlock(keras.layers.Layer):
         self.mlp_dense_2.build((*input_shape[:-1], self.mlp_dim))
 
     def call(self, inputs, training=None, return_attention_scores=False):
-        x = self.norm_1(inputs)
+        x = self.norm_1(inputs, training=training)
         if return_attention_scores:
             x, scores = self.attention(
                 x, training=training, return_attention_scores=True
@@ -163,7 +164,8 @@ class TransformerBlock(keras.layers.Layer):
         # The MLP runs on (B*N, D) rows: a 2-D matmul, bias add and GELU are
         # fused into one oneDNN kernel by TensorFlow's graph optimiser.
         shape = ops.shape(x)
-        y = ops.reshape(self.norm_2(x), (-1, shape[-1]))  # (B*N, D)
+        y = self.norm_2(x, training=training)
+        y = ops.reshape(y, (-1, shape[-1]))  # (B*N, D)
         y = self.mlp_dense_1(y)  # (B*N, mlp_dim)
         y = gelu(y, self.gelu_approximate, training)
         y = self.mlp_dropout_1(y, training=training)
