@@ -29,6 +29,7 @@ import statistics
 import subprocess
 import sys
 import time
+from unittest import mock
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
@@ -109,63 +110,45 @@ def patched(attention_call=None, block_call=None):
         MultiHeadSelfAttention.call, TransformerBlock.call = saved
 
 
-@contextlib.contextmanager
 def sliced_qkv():
     """q, k, v cut from the stacked tensor by three slices, not one unstack."""
     import keras
 
-    saved = keras.ops.unstack
-    keras.ops.unstack = lambda x, num=None, axis=0: [x[i] for i in range(num)]
-    try:
-        yield
-    finally:
-        keras.ops.unstack = saved
+    def unstack(x, num=None, axis=0):
+        return [x[i] for i in range(num)]
+
+    return mock.patch.object(keras.ops, "unstack", unstack)
 
 
-@contextlib.contextmanager
 def ops_gelu_in_training():
     """`keras.ops.gelu` (TensorFlow's erfc form) in training too."""
     from keras import ops
 
     from keras_vit.layers import transformer_block
 
-    saved = transformer_block.gelu
-    transformer_block.gelu = lambda x, approximate=False, training=None: ops.gelu(
-        x, approximate=approximate
-    )
-    try:
-        yield
-    finally:
-        transformer_block.gelu = saved
+    def gelu(x, approximate=False, training=None):
+        return ops.gelu(x, approximate=approximate)
+
+    return mock.patch.object(transformer_block, "gelu", gelu)
 
 
-@contextlib.contextmanager
 def keras_layer_norm_gradient():
     """Keras' layer normalization op, differentiated by TensorFlow."""
     import keras
 
     from keras_vit.layers import LayerNorm
 
-    saved = LayerNorm.call
-    LayerNorm.call = lambda self, inputs, training=None: (
-        keras.layers.LayerNormalization.call(self, inputs)
-    )
-    try:
-        yield
-    finally:
-        LayerNorm.call = saved
+    def call(self, inputs, training=None):
+        return keras.layers.LayerNormalization.call(self, inputs)
+
+    return mock.patch.object(LayerNorm, "call", call)
 
 
-@contextlib.contextmanager
 def float32_softmax():
     """The attention softmax in float32 under a bfloat16 policy too."""
     from keras_vit.layers import attention
 
-    attention._BFLOAT16_SOFTMAX = False
-    try:
-        yield
-    finally:
-        attention._BFLOAT16_SOFTMAX = True
+    return mock.patch.object(attention, "_BFLOAT16_SOFTMAX", False)
 
 
 def traced_train_step(model, x, patch=contextlib.nullcontext):
