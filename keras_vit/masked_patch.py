@@ -34,9 +34,9 @@ import keras
 import numpy as np
 from keras import ops
 
-from keras_vit.layers import AddPositionEmbedding
 from keras_vit.layers import TokenPooling
 from keras_vit.layers.utils import to_pair
+from keras_vit.models import layout as names
 from keras_vit.models.encoder import check_image_size
 from keras_vit.models.encoder import encode
 from keras_vit.models.encoder import patch_tokens
@@ -47,10 +47,6 @@ CORRUPTION_RATE = 0.5
 MASK_RATE = 0.8
 RANDOM_RATE = 0.1
 COLOR_BITS = 3
-
-# Layers of a pre-training or classification model that belong to a head, not
-# to the encoder: `transfer_encoder` never copies them.
-HEAD_LAYERS = ("head", "pre_logits", "masked_patch_head")
 
 
 def mean_color_classes(bits: int = COLOR_BITS, channels: int = 3) -> int:
@@ -458,13 +454,13 @@ def masked_patch_model(
     num_prefix_tokens = int(class_token)
     mixed = keras.config.dtype_policy().compute_dtype != "float32"
 
-    images = keras.Input((*image_size, channels), name="images")
+    images = keras.Input((*image_size, channels), name=names.INPUT)
     targets = MeanColorTargets(
-        spec.total_stride, bits=color_bits, name="mean_color_targets"
+        spec.total_stride, bits=color_bits, name=names.MEAN_COLOR_TARGETS
     )(images)  # (B, N)
     x = patch_tokens(images, spec)  # (B, N, D)
     x, mask = PatchCorruption(
-        corruption_rate, mask_rate, random_rate, seed=seed, name="patch_corruption"
+        corruption_rate, mask_rate, random_rate, seed=seed, name=names.PATCH_CORRUPTION
     )(x)  # (B, N, D), (B, N)
     x = encode(
         x,
@@ -476,12 +472,12 @@ def masked_patch_model(
         drop_path_rate=drop_path_rate,
         gelu_approximate=gelu_approximate,
     )  # (B, prefix + N, D)
-    pooled = TokenPooling(pooling, num_prefix_tokens, name="pool")(x)  # (B, D)
+    pooled = TokenPooling(pooling, num_prefix_tokens, name=names.POOL)(x)  # (B, D)
     logits = keras.layers.Dense(
         mean_color_classes(color_bits, channels),
         kernel_initializer="zeros",
         dtype="float32" if mixed else None,
-        name="masked_patch_head",
+        name=names.MASKED_PATCH_HEAD,
     )(x[:, num_prefix_tokens:])  # (B, N, classes)
     outputs = {"logits": logits, "targets": targets, "mask": mask, "pooled": pooled}
     return MaskedPatchModel(images, outputs, name=name or f"masked_patch_{spec.name}")
@@ -492,30 +488,30 @@ def transfer_encoder(
     classifier: keras.Model,
     method: str = "bilinear",
 ) -> list[str]:
-    """Copies the encoder weights of `pretrained` into `classifier` by name.
+    """Copies the encoder of `pretrained` into `classifier`, for fine-tuning.
 
-    Every layer with weights is matched by name, except the heads
-    (`head`, `pre_logits`, `masked_patch_head`) and `PatchCorruption` layers,
-    which are skipped on both sides: the classifier keeps its own (for a
-    fresh `keras_vit.ViT`, zero-initialised) head. When the classifier works
-    at another resolution, the position embeddings are resampled to its
-    patch grid (the class-token row kept), as for fine-tuning at a higher
-    resolution (paper §3.2).
+    A call to `keras_vit.weights.load_weights(classifier, pretrained)`, the
+    one weights path: the pre-training layers (masked-patch head, [mask]
+    token) are left behind, the classifier's head is zero-initialised when
+    the source has none (the paper's fine-tuning rule), and the position
+    embeddings are resampled to the classifier's patch grid (the class-token
+    row kept) when it works at another resolution (paper §3.2). Nothing is
+    assigned unless everything fits.
 
     Args:
         pretrained: The source, e.g. a `masked_patch_model` after
-            pre-training (or any `keras_vit.ViT`).
+            pre-training (or any keras_vit model).
         classifier: The destination, e.g. `keras_vit.ViT(variant,
             num_classes=..., image_size=...)` with the same variant.
         method: Position-embedding resampling, `"bilinear"` (default) or
             `"bicubic"`.
 
     Returns:
-        The names of the layers copied, in the classifier's order.
+        The notes of the load (what was resampled, left out or zeroed).
 
     Raises:
-        ValueError: if an encoder layer exists on one side only, or a weight
-            shape differs (other than the position-embedding grid).
+        keras_vit.weights.CheckpointError: the two encoders differ (the
+            message names the keys and shapes); no weight was changed.
 
     Example:
 
@@ -525,53 +521,6 @@ def transfer_encoder(
     transfer_encoder(pretrained, classifier)
     ```
     """
-    source = _encoder_layers(pretrained)
-    target = _encoder_layers(classifier)
-    missing = [n for n in target if n not in source]
-    extra = [n for n in source if n not in target]
-    if missing or extra:
-        raise ValueError(
-            "The two encoders do not match. Layers only in the classifier: "
-            f"{missing}; only in the pre-trained model: {extra}. Build the "
-            "classifier with the pre-trained model's variant."
-        )
-    for name, layer in target.items():
-        values = source[name].get_weights()
-        if isinstance(layer, AddPositionEmbedding):
-            values = _position_embedding_for(source[name], layer, method)
-        if len(values) != len(layer.weights):
-            raise ValueError(
-                f"Layer {name!r} has {len(layer.weights)} weights in the "
-                f"classifier and {len(values)} in the pre-trained model."
-            )
-        for weight, value in zip(layer.weights, values, strict=True):
-            if tuple(weight.shape) != tuple(value.shape):
-                raise ValueError(
-                    f"Layer {name!r}: weight {weight.name!r} has shape "
-                    f"{tuple(weight.shape)} in the classifier and "
-                    f"{tuple(value.shape)} in the pre-trained model."
-                )
-        layer.set_weights(values)
-    return list(target)
+    from keras_vit.weights import load_weights
 
-
-def _encoder_layers(model: keras.Model) -> dict[str, keras.layers.Layer]:
-    return {
-        layer.name: layer
-        for layer in model.layers
-        if layer.weights
-        and layer.name not in HEAD_LAYERS
-        and not isinstance(layer, PatchCorruption)
-    }
-
-
-def _position_embedding_for(source, target, method: str) -> list[np.ndarray]:
-    if source.grid_size == target.grid_size:
-        return source.get_weights()
-    if source.num_prefix_tokens != target.num_prefix_tokens:
-        raise ValueError(
-            "Cannot resample position embeddings between models with "
-            f"{source.num_prefix_tokens} and {target.num_prefix_tokens} "
-            "prefix tokens."
-        )
-    return [source.resampled(target.grid_size, method=method)]
+    return load_weights(classifier, pretrained, resample_method=method)

@@ -286,8 +286,10 @@ def test_transfer_encoder_into_vit():
     pretrained = masked_patch_model("test/4", image_size=16, seed=0)
     randomize(pretrained, seed=3)
     classifier = keras_vit.ViT("test/4", image_size=16, num_classes=5)
-    copied = transfer_encoder(pretrained, classifier)
-    assert copied == [
+    notes = transfer_encoder(pretrained, classifier)
+    assert any("masked_patch_head" in n and "patch_corruption" in n for n in notes)
+    assert any("head is zero-initialised" in n for n in notes)
+    copied = [
         "embedding",
         "class_token",
         "posembed_input",
@@ -327,8 +329,12 @@ def test_transfer_encoder_at_higher_resolution():
 
 def test_transfer_encoder_rejects_other_architectures():
     pretrained = masked_patch_model("test/4", image_size=16, seed=0)
+    coarser = keras_vit.ViT("test/8", image_size=16)
+    before = [np.asarray(w).copy() for w in coarser.weights]
     with pytest.raises(ValueError, match="shape"):
-        transfer_encoder(pretrained, keras_vit.ViT("test/8", image_size=16))
+        transfer_encoder(pretrained, coarser)
+    for old, weight in zip(before, coarser.weights, strict=True):
+        np.testing.assert_array_equal(old, np.asarray(weight))  # untouched
     hybrid = keras_vit.ViT("test/8", image_size=16, backbone=())
-    with pytest.raises(ValueError, match="conv_root"):
+    with pytest.raises(ValueError, match="backbone"):
         transfer_encoder(pretrained, hybrid)

@@ -28,7 +28,7 @@ distances = analysis.attention_distances(model, images)  # (depth, heads)
 ```
 """
 
-from keras_vit.analysis._walk import TokenLayout, token_layout
+from keras_vit.analysis._walk import token_layout
 from keras_vit.analysis.attention import attention_weights, iter_attention_weights
 from keras_vit.analysis.distance import (
     attention_distances,
@@ -66,7 +66,6 @@ from keras_vit.analysis.rollout import (
 
 __all__ = [
     "PrincipalComponents",
-    "TokenLayout",
     "attention_distances",
     "attention_rollout",
     "attention_rollout_maps",

@@ -1,4 +1,4 @@
-"""Shared plumbing: a model's token layout, and a walk through its blocks.
+"""Shared plumbing of the analyses: a checked layout, and a walk through blocks.
 
 The analyses never build a model that outputs every block at once. A small
 sub-model runs the images up to the input of the first Transformer block;
@@ -15,98 +15,38 @@ from collections.abc import Iterable, Iterator
 import keras
 import numpy as np
 
-from keras_vit.models.features import block_names
+from keras_vit.models.layout import LayoutError
+from keras_vit.models.layout import ViTLayout
 
 
-@dataclasses.dataclass(frozen=True)
-class TokenLayout:
-    """Where a ViT's tokens come from.
+def token_layout(model: keras.Model) -> ViTLayout:
+    """The layout of a keras_vit model with a fixed input size.
 
-    Attributes:
-        block_names: The `encoderblock_{i}` layer names, in order.
-        grid_size: The patch grid `(h, w)`.
-        num_prefix_tokens: Tokens before the patches (1 with a class token).
-        image_size: The input `(height, width)` in pixels.
-        channels: Input channels.
+    Raises:
+        ValueError: `model` is not a keras_vit model, or its input size is
+            not fixed.
     """
-
-    block_names: tuple[str, ...]
-    grid_size: tuple[int, int]
-    num_prefix_tokens: int
-    image_size: tuple[int, int]
-    channels: int
-
-    @property
-    def depth(self) -> int:
-        return len(self.block_names)
-
-    @property
-    def stride(self) -> tuple[int, int]:
-        """Pixels between neighbouring patch centres `(dy, dx)`."""
-        return (
-            self.image_size[0] // self.grid_size[0],
-            self.image_size[1] // self.grid_size[1],
-        )
-
-    @property
-    def num_patches(self) -> int:
-        return self.grid_size[0] * self.grid_size[1]
-
-
-def token_layout(model: keras.Model) -> TokenLayout:
-    """Reads the token layout of a model built by `keras_vit.ViT`."""
-    names = tuple(block_names(model))
-    if not names:
-        raise ValueError(
-            f"Model {model.name!r} has no 'encoderblock_*' layers; the analyses "
-            "need a model built by keras_vit.ViT (or a loaded copy)."
-        )
     try:
-        posembed = model.get_layer("posembed_input")
-    except ValueError:
+        layout = ViTLayout.of(model)
+    except LayoutError as error:
         raise ValueError(
-            f"Model {model.name!r} has no 'posembed_input' layer; the analyses "
-            "need a model built by keras_vit.ViT (or a loaded copy)."
+            f"{error} The analyses need a model built by keras_vit.ViT (or a "
+            "loaded copy)."
         ) from None
-    shape = tuple(model.inputs[0].shape)
-    if len(shape) != 4 or None in shape[1:]:
+    if None in layout.image_size:
         raise ValueError(
             "The analyses need a model with a fixed input size (batch, height, "
-            f"width, channels). Received: input shape {shape}"
+            f"width, channels). Received: input shape {model.inputs[0].shape}"
         )
-    return TokenLayout(
-        block_names=names,
-        grid_size=tuple(int(g) for g in posembed.grid_size),
-        num_prefix_tokens=int(posembed.num_prefix_tokens),
-        image_size=(int(shape[1]), int(shape[2])),
-        channels=int(shape[3]),
-    )
+    return layout
 
 
-def resolve_blocks(blocks: int | Iterable[int] | str, depth: int) -> list[int]:
+def resolve_blocks(blocks: int | Iterable[int] | str, layout: ViTLayout) -> list[int]:
     """Turns `"all"`, an index or a list of indices into sorted indices."""
-    if isinstance(blocks, str):
-        if blocks != "all":
-            raise ValueError(
-                f"`blocks` must be 'all', an int or a list of ints. Received: "
-                f"blocks={blocks!r}"
-            )
-        return list(range(depth))
-    if isinstance(blocks, (int, np.integer)):
-        blocks = [int(blocks)]
-    indices = []
-    for index in blocks:
-        if not -depth <= int(index) < depth:
-            raise ValueError(
-                f"Block index {index} is out of range for a model with {depth} blocks."
-            )
-        indices.append(int(index) % depth)
-    if not indices:
-        raise ValueError("`blocks` selects no block.")
-    return sorted(set(indices))
+    return layout.block_indices(blocks)
 
 
-def check_images(images, layout: TokenLayout) -> np.ndarray:
+def check_images(images, layout: ViTLayout) -> np.ndarray:
     """Returns `images` as float32 NumPy, checking they fit the model."""
     images = np.asarray(keras.ops.convert_to_numpy(images), dtype="float32")
     expected = (*layout.image_size, layout.channels)
@@ -157,6 +97,9 @@ class BlockStep:
 class BlockWalker:
     """Runs images through a ViT one Transformer block at a time.
 
+    Each block reports its own intermediates (`TransformerBlock(...,
+    return_intermediates=True)`); nothing here re-derives a block's insides.
+
     Args:
         model: A model built by `keras_vit.ViT` (or a loaded copy).
     """
@@ -164,13 +107,13 @@ class BlockWalker:
     def __init__(self, model: keras.Model):
         self.model = model
         self.layout = token_layout(model)
-        first = model.get_layer(self.layout.block_names[0])
+        first = self.layout.block(0)
         # Images -> the first block's input (B, N, D).
         inputs = model.inputs[0] if len(model.inputs) == 1 else model.inputs
         self.stem = keras.Model(inputs, first.input, name="analysis_stem")
 
     def block(self, index: int) -> keras.layers.Layer:
-        return self.model.get_layer(self.layout.block_names[index])
+        return self.layout.block(index)
 
     def walk(
         self,
@@ -185,12 +128,11 @@ class BlockWalker:
         x = self.stem(images, training=False)  # (B, N, D)
         for index in range(last + 1):
             block = self.block(index)
-            middle = None
-            if after_attention:
-                middle = x + block.attention(block.norm_1(x), training=False)
-            if index in scores_for:
-                y, scores = block(x, training=False, return_attention_scores=True)
+            if after_attention or index in scores_for:
+                y, out = block(x, training=False, return_intermediates=True)
+                scores = out["scores"] if index in scores_for else None
+                middle = out["after_attention"] if after_attention else None
             else:
-                y, scores = block(x, training=False), None
+                y, scores, middle = block(x, training=False), None, None
             yield BlockStep(index, x, y, scores, middle)
             x = y

@@ -56,7 +56,7 @@ def attention_weights(
     """
     walker = BlockWalker(model)
     images = check_images(images, walker.layout)
-    indices = resolve_blocks(blocks, walker.layout.depth)
+    indices = resolve_blocks(blocks, walker.layout)
     collected: dict[int, list[np.ndarray]] = {index: [] for index in indices}
     for part in batch_slices(len(images), batch_size):
         for step in walker.walk(images[part], last=indices[-1], scores_for=indices):
@@ -93,7 +93,7 @@ def iter_attention_weights(
     """
     walker = BlockWalker(model)
     images = check_images(images, walker.layout)
-    indices = resolve_blocks(blocks, walker.layout.depth)
+    indices = resolve_blocks(blocks, walker.layout)
     for step in walker.walk(images, last=indices[-1], scores_for=indices):
         if step.scores is not None:
             yield step.index, keras.ops.convert_to_numpy(step.scores)

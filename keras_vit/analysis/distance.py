@@ -132,7 +132,7 @@ def attention_distances(
     walker = BlockWalker(model)
     layout = walker.layout
     images = check_images(images, layout)
-    indices = resolve_blocks(blocks, layout.depth)
+    indices = resolve_blocks(blocks, layout)
     distances = patch_distances(layout.grid_size, layout.stride)
     sums = {index: 0.0 for index in indices}
     count = 0

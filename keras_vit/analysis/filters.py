@@ -15,6 +15,7 @@ import keras
 import numpy as np
 
 from keras_vit.analysis._walk import to_numpy
+from keras_vit.models.layout import ViTLayout
 
 
 @dataclasses.dataclass(frozen=True)
@@ -36,13 +37,7 @@ class PrincipalComponents:
 
 def _kernel(source) -> np.ndarray:
     if isinstance(source, keras.Model):
-        try:
-            layer = source.get_layer("embedding")
-        except ValueError:
-            raise ValueError(
-                f"Model {source.name!r} has no 'embedding' layer."
-            ) from None
-        source = layer.kernel
+        source = ViTLayout.of(source).embedding.kernel
     kernel = to_numpy(source).astype("float64")
     if kernel.ndim != 4:
         raise ValueError(

@@ -13,17 +13,13 @@ import keras
 import numpy as np
 
 from keras_vit.analysis._walk import to_numpy
+from keras_vit.models.layout import ViTLayout
 from keras_vit.layers.utils import to_pair
 
 
 def _embedding_table(source, grid_size, num_prefix_tokens):
     if isinstance(source, keras.Model):
-        try:
-            layer = source.get_layer("posembed_input")
-        except ValueError:
-            raise ValueError(
-                f"Model {source.name!r} has no 'posembed_input' layer."
-            ) from None
+        layer = ViTLayout.of(source).position_embedding
         table = to_numpy(layer.embedding)
         grid_size = layer.grid_size if grid_size is None else grid_size
         if num_prefix_tokens is None:

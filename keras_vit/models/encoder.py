@@ -1,9 +1,8 @@
 """The functional pieces every ViT graph shares: patch tokens and the encoder.
 
 `keras_vit.ViT` and the masked-patch pre-training model both call these, so
-the layer names (`embedding`, `class_token`, `posembed_input`,
-`encoderblock_{i}`, `encoder_norm`) and their order are defined once, and an
-encoder trained in one model loads into the other by name.
+the layers (named in `keras_vit.models.layout`) and their order are defined
+once, and an encoder trained in one model loads into the other by name.
 """
 
 from __future__ import annotations
@@ -15,6 +14,7 @@ from keras_vit.layers import ClassToken
 from keras_vit.layers import PatchEmbedding
 from keras_vit.layers import TransformerBlock
 from keras_vit.layers.transformer_block import LAYER_NORM_EPSILON
+from keras_vit.models import layout as names
 from keras_vit.models.resnet import resnet_features
 from keras_vit.models.variants import ModelSpec
 
@@ -38,7 +38,7 @@ def patch_tokens(images, spec: ModelSpec):
     x = images
     if spec.backbone is not None:
         x = resnet_features(x, spec.backbone)
-    return PatchEmbedding(spec.variant.hidden_dim, spec.patch_size, name="embedding")(x)
+    return PatchEmbedding(spec.variant.hidden_dim, spec.patch_size, name=names.EMBEDDING)(x)
 
 
 def encode(
@@ -62,9 +62,9 @@ def encode(
     grid = tuple(s // spec.total_stride for s in image_size)
     x = tokens
     if class_token:
-        x = ClassToken(name="class_token")(x)
-    x = AddPositionEmbedding(grid, int(class_token), name="posembed_input")(x)
-    x = keras.layers.Dropout(dropout_rate, name="posembed_dropout")(x)
+        x = ClassToken(name=names.CLASS_TOKEN)(x)
+    x = AddPositionEmbedding(grid, int(class_token), name=names.POSEMB)(x)
+    x = keras.layers.Dropout(dropout_rate, name=names.POSEMB_DROPOUT)(x)
     for i in range(size.depth):
         x = TransformerBlock(
             num_heads=size.num_heads,
@@ -73,9 +73,9 @@ def encode(
             attention_dropout_rate=attention_dropout_rate,
             drop_path_rate=drop_path_rate * i / max(size.depth - 1, 1),
             gelu_approximate=gelu_approximate,
-            name=f"encoderblock_{i}",
+            name=names.block_name(i),
         )(x)
     norm = keras.layers.LayerNormalization(
-        epsilon=LAYER_NORM_EPSILON, name="encoder_norm"
+        epsilon=LAYER_NORM_EPSILON, name=names.ENCODER_NORM
     )
     return norm(x)  # (B, prefix + N, D)

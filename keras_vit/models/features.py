@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import keras
 
+from keras_vit.models.layout import ViTLayout
+
 
 def block_names(model: keras.Model) -> list[str]:
     """Names of the model's Transformer blocks, in order."""
-    names = [layer.name for layer in model.layers if layer.name.startswith("encoderblock_")]
-    return sorted(names, key=lambda n: int(n.rsplit("_", 1)[1]))
+    return list(ViTLayout.of(model).block_names)
 
 
 def feature_extractor(
@@ -47,37 +48,20 @@ def feature_extractor(
     out = features(images)  # {"pooled", "tokens", "block_11", "block_8"}
     ```
     """
-    names = block_names(model)
-    if not names:
-        raise ValueError(f"{model.name!r} has no 'encoderblock_*' layers.")
+    layout = ViTLayout.of(model)
     outputs = {}
     if include_pooled:
-        pooled = _first_layer(model, ("pre_logits", "pool"))
-        if pooled is None:
+        if layout.pooled_name is None:
             raise ValueError(
                 f"{model.name!r} has no pooling layer (it was built with "
                 "pooling=None); use include_pooled=False."
             )
-        outputs["pooled"] = pooled.output
+        outputs["pooled"] = layout.pooled.output
     if include_tokens:
-        outputs["tokens"] = model.get_layer("encoder_norm").output
-    if blocks == "all":
-        blocks = list(range(len(names)))
-    for index in blocks or []:
-        if not -len(names) <= index < len(names):
-            raise ValueError(
-                f"Block index {index} is out of range for {len(names)} blocks."
-            )
-        index %= len(names)
-        outputs[f"block_{index}"] = model.get_layer(names[index]).output
+        outputs["tokens"] = layout.encoder_norm.output
+    selected = [] if blocks is None or blocks == [] else layout.block_indices(blocks)
+    for index in selected:
+        outputs[f"block_{index}"] = layout.block(index).output
     if not outputs:
         raise ValueError("Nothing to extract: every output was turned off.")
     return keras.Model(model.input, outputs, name=f"{model.name}_features")
-
-
-def _first_layer(model: keras.Model, names: tuple[str, ...]):
-    for name in names:
-        for layer in model.layers:
-            if layer.name == name:
-                return layer
-    return None

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import keras
 
-from keras_vit.layers import AddPositionEmbedding
 from keras_vit.layers.utils import to_pair
+from keras_vit.models import layout as names
+from keras_vit.models.layout import ViTLayout
 
 
 def with_image_size(
@@ -19,7 +20,8 @@ def with_image_size(
     The architecture and every weight are kept; only the position-embedding
     table is resampled to the new patch grid (the class-token row is kept),
     the paper's recipe for fine-tuning or serving at a higher resolution
-    (§3.2). Works for plain and hybrid models, square or not.
+    (§3.2). Works for plain and hybrid models, square or not. The weights
+    move through `keras_vit.weights.load_weights`, like every other load.
 
     Args:
         model: A functional model built by `keras_vit.ViT` (or loaded).
@@ -39,16 +41,11 @@ def with_image_size(
     model_384 = keras_vit.with_image_size(model_224, 384)
     ```
     """
+    from keras_vit.weights import load_weights
+
     new_h, new_w = to_pair(image_size, "image_size")
-    posembs = [layer for layer in model.layers if isinstance(layer, AddPositionEmbedding)]
-    if len(posembs) != 1:
-        raise ValueError(
-            "with_image_size expects a model with exactly one "
-            f"AddPositionEmbedding layer; {model.name!r} has {len(posembs)}."
-        )
-    posemb = posembs[0]
-    old_h, old_w = model.input_shape[1:3]
-    stride_h, stride_w = old_h // posemb.grid_size[0], old_w // posemb.grid_size[1]
+    layout = ViTLayout.of(model)
+    stride_h, stride_w = layout.stride
     if new_h % stride_h or new_w % stride_w:
         raise ValueError(
             f"image_size={(new_h, new_w)} is not a multiple of the model's token "
@@ -63,16 +60,8 @@ def with_image_size(
         if layer_config["class_name"] == "InputLayer":
             shape = layer_config["config"]["batch_shape"]
             layer_config["config"]["batch_shape"] = [shape[0], new_h, new_w, *shape[3:]]
-        if layer_config["config"].get("name") == posemb.name:
+        if layer_config["config"].get("name") == names.POSEMB:
             layer_config["config"]["grid_size"] = list(new_grid)
     resized = model.__class__.from_config(config)
-
-    for layer in model.layers:
-        weights = layer.get_weights()
-        if not weights:
-            continue
-        target = resized.get_layer(layer.name)
-        if layer is posemb:
-            weights = [layer.resampled(new_grid, method, align_corners)]
-        target.set_weights(weights)
+    load_weights(resized, model, resample_method=method, align_corners=align_corners)
     return resized

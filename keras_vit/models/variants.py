@@ -116,6 +116,11 @@ def parse_variant(
             f"'B/16' or 'R50+B/16', with size one of {sorted(VARIANTS)}."
         )
     backbone_name, size, stride = match.group(1), match.group(2), int(match.group(3))
+    if stride <= 0:
+        raise ValueError(
+            f"The patch size in {variant!r} must be a positive integer, e.g. "
+            f"'{size}/16'."
+        )
     if size not in VARIANTS:
         raise ValueError(
             f"Unknown variant size {size!r} in {variant!r}. Known sizes: "

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import numbers
+
 import keras
 
 from keras_vit.layers import TokenPooling
 from keras_vit.layers.utils import to_pair
+from keras_vit.models import layout as names
 from keras_vit.models.encoder import check_image_size
 from keras_vit.models.encoder import encode
 from keras_vit.models.encoder import patch_tokens
@@ -92,13 +95,17 @@ def ViT(  # noqa: N802
     spec = parse_variant(variant, backbone)
     image_size = to_pair(image_size, "image_size")
     check_image_size(spec, image_size)
-    _check_arguments(include_top, pooling, class_token, channels)
+    _check_arguments(
+        include_top, pooling, class_token, channels, num_classes, representation_size
+    )
     policy = keras.config.dtype_policy()
 
-    images = keras.Input((*image_size, channels), name="images")
+    images = keras.Input((*image_size, channels), name=names.INPUT)
     x = images
     if include_preprocessing:
-        x = keras.layers.Rescaling(1 / 127.5, offset=-1.0, name="preprocessing")(x)
+        x = keras.layers.Rescaling(
+            1 / 127.5, offset=-1.0, name=names.PREPROCESSING
+        )(x)
     x = patch_tokens(x, spec)  # (B, N, D)
     x = encode(
         x,
@@ -112,10 +119,10 @@ def ViT(  # noqa: N802
     )  # (B, prefix + N, D)
 
     if pooling is not None:
-        x = TokenPooling(pooling, int(class_token), name="pool")(x)  # (B, D)
+        x = TokenPooling(pooling, int(class_token), name=names.POOL)(x)  # (B, D)
         if representation_size is not None:
             x = keras.layers.Dense(
-                representation_size, activation="tanh", name="pre_logits"
+                representation_size, activation="tanh", name=names.PRE_LOGITS
             )(x)
     if include_top:
         # Zero-initialised head: the paper's fine-tuning rule, and the
@@ -126,7 +133,7 @@ def ViT(  # noqa: N802
             bias_initializer="zeros",
             activation=classifier_activation,
             dtype="float32" if policy.compute_dtype != "float32" else None,
-            name="head",
+            name=names.HEAD,
         )(x)
     model = keras.Model(images, x, name=name or spec.name)
     if weights is not None:
@@ -136,7 +143,23 @@ def ViT(  # noqa: N802
     return model
 
 
-def _check_arguments(include_top, pooling, class_token, channels):
+def _check_arguments(
+    include_top, pooling, class_token, channels, num_classes, representation_size
+):
+    if pooling not in ("token", "gap", None):
+        raise ValueError(
+            f"`pooling` must be 'token', 'gap' or None. Received: pooling={pooling!r}"
+        )
+    if include_top and not _positive_int(num_classes):
+        raise ValueError(
+            "`num_classes` must be a positive integer when `include_top=True` "
+            f"(use include_top=False for no head). Received: num_classes={num_classes!r}"
+        )
+    if representation_size is not None and not _positive_int(representation_size):
+        raise ValueError(
+            "`representation_size` must be a positive integer or None. "
+            f"Received: representation_size={representation_size!r}"
+        )
     if pooling is None and include_top:
         raise ValueError(
             "`pooling=None` returns the token sequence and needs "
@@ -147,8 +170,14 @@ def _check_arguments(include_top, pooling, class_token, channels):
             "`pooling='token'` needs a class token; use `pooling='gap'` with "
             "`class_token=False`."
         )
-    if int(channels) <= 0:
-        raise ValueError(f"`channels` must be positive. Received: channels={channels}")
+    if not _positive_int(channels):
+        raise ValueError(
+            f"`channels` must be a positive integer. Received: channels={channels!r}"
+        )
+
+
+def _positive_int(value) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool) and value > 0
 
 
 _DOC = """Builds {title}: `keras_vit.ViT("{variant}", **kwargs)`.

@@ -24,8 +24,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from keras_vit.layers import AddPositionEmbedding
-from keras_vit.models.features import block_names
+from keras_vit.analysis._walk import BlockWalker
+from keras_vit.analysis._walk import check_images
 
 
 class TrainingMonitor(keras.callbacks.Callback):
@@ -68,7 +68,7 @@ class TrainingMonitor(keras.callbacks.Callback):
         self.every_n_epochs = max(1, int(every_n_epochs))
         self.max_images = int(max_images)
         self._writer = None
-        self._attention_input = None
+        self._walker = None
 
     def on_train_begin(self, logs=None):
         self._writer = tf.summary.create_file_writer(
@@ -109,10 +109,9 @@ class TrainingMonitor(keras.callbacks.Callback):
 
     def attention_maps(self, images) -> np.ndarray:
         """`[image | attention | overlay]` panels, `(batch, H, 3 W, 3)` in [0, 1]."""
-        attention = class_token_attention(self.model, images, self._attention_input)
-        if self._attention_input is None:
-            self._attention_input = attention.pop("_input_model")
-        heat = attention["attention"]  # (B, gh, gw)
+        if self._walker is None or self._walker.model is not self.model:
+            self._walker = BlockWalker(self.model)
+        heat = class_token_attention(self.model, images, self._walker)  # (B, gh, gw)
         images = _to_unit_range(images)
         height, width = images.shape[1:3]
         heat = tf.image.resize(heat[..., None], (height, width), method="nearest")
@@ -143,11 +142,13 @@ class TrainingMonitor(keras.callbacks.Callback):
             tf.summary.scalar(f"{prefix}/{name}", value, step=step)
 
 
-def class_token_attention(model: keras.Model, images, input_model=None) -> dict:
+def class_token_attention(
+    model: keras.Model, images, walker: BlockWalker | None = None
+) -> np.ndarray:
     """The last block's attention from the class token to each patch.
 
-    Runs the model up to its last Transformer block, then calls that block
-    with `return_attention_scores=True`. With a class token, the map is its
+    The last block reports its attention probabilities itself
+    (`keras_vit.analysis`'s block walk). With a class token, the map is its
     attention row (mean over heads); without one, the attention each patch
     receives, averaged over queries and heads. Each map is scaled to
     `[0, 1]`.
@@ -155,44 +156,26 @@ def class_token_attention(model: keras.Model, images, input_model=None) -> dict:
     Args:
         model: A `keras_vit.ViT` model.
         images: `(batch, height, width, channels)` in the model's input range.
-        input_model: The model from the input to the last block's input (as
-            returned in `"_input_model"`), to reuse across calls.
+        walker: A `BlockWalker` of `model` to reuse across calls.
 
     Returns:
-        `{"attention": (batch, grid_h, grid_w) float32}`, plus
-        `"_input_model"` when `input_model` was not given.
+        `(batch, grid_h, grid_w)` float32 maps.
     """
-    names = block_names(model)
-    if not names:
-        raise ValueError(f"{model.name!r} has no 'encoderblock_*' layers.")
-    posemb = [
-        layer for layer in model.layers if isinstance(layer, AddPositionEmbedding)
-    ]
-    if len(posemb) != 1:
-        raise ValueError(
-            f"{model.name!r} needs exactly one AddPositionEmbedding layer."
-        )
-    grid_h, grid_w = posemb[0].grid_size
-    prefix = posemb[0].num_prefix_tokens
-    last = model.get_layer(names[-1])
-    out = {}
-    if input_model is None:
-        input_model = keras.Model(model.inputs, last.input)
-        out["_input_model"] = input_model
-    tokens = input_model(images, training=False)
-    _, scores = last(
-        tokens, training=False, return_attention_scores=True
-    )  # (B, H, N, N)
-    scores = tf.cast(scores, tf.float32)
+    walker = walker or BlockWalker(model)
+    layout = walker.layout
+    images = check_images(images, layout)
+    last = layout.depth - 1
+    *_, step = walker.walk(images, scores_for=[last])
+    scores = np.asarray(keras.ops.convert_to_numpy(step.scores), "float32")
+    prefix = layout.num_prefix_tokens
     if prefix:
-        attention = tf.reduce_mean(scores[:, :, 0, prefix:], axis=1)  # (B, h*w)
+        attention = scores[:, :, 0, prefix:].mean(axis=1)  # (B, h*w)
     else:
-        attention = tf.reduce_mean(scores, axis=(1, 2))
-    attention = tf.reshape(attention, (-1, grid_h, grid_w))
-    low = tf.reduce_min(attention, axis=(1, 2), keepdims=True)
-    high = tf.reduce_max(attention, axis=(1, 2), keepdims=True)
-    out["attention"] = (attention - low) / tf.maximum(high - low, 1e-12)
-    return out
+        attention = scores.mean(axis=(1, 2))  # (B, h*w)
+    attention = attention.reshape(-1, *layout.grid_size)  # (B, gh, gw)
+    low = attention.min(axis=(1, 2), keepdims=True)
+    high = attention.max(axis=(1, 2), keepdims=True)
+    return (attention - low) / np.maximum(high - low, 1e-12)
 
 
 def _group_norms(variables, values=None) -> dict[str, float]:

@@ -1,10 +1,13 @@
 """Pretrained checkpoints: the original `.npz`, timm and Hugging Face files.
 
-`load_weights(model, weights)` loads a known tag (downloaded into the Keras
-cache), an original google-research/vision_transformer `.npz` file, a timm or
-Hugging Face `.safetensors` file, or a Keras weights file into a model built
-by `keras_vit.ViT`, checking every key first. NumPy only: neither torch nor
-the `safetensors` package is needed.
+`load_weights(model, weights)` is the one way weights move into a keras_vit
+model: a known tag (downloaded into the Keras cache), an original
+google-research/vision_transformer `.npz` file, a timm or Hugging Face
+`.safetensors` file, a Keras `.keras`/`.weights.h5` file, or another model in
+memory is read into one `Checkpoint` (the original `.npz` layout) and
+loaded by one strict plan-then-assign step, checking every key first.
+`keras_vit.with_image_size` and encoder transfer for fine-tuning are calls
+to it. NumPy only: neither torch nor the `safetensors` package is needed.
 
 Example:
 
@@ -20,6 +23,10 @@ model = keras_vit.ViT_B16(num_classes=10, image_size=384, weights="augreg_in21k"
 
 from keras_vit.weights.architecture import Architecture
 from keras_vit.weights.architecture import describe
+from keras_vit.weights.checkpoint import Checkpoint
+from keras_vit.weights.checkpoint import from_keras_file
+from keras_vit.weights.checkpoint import from_model
+from keras_vit.weights.checkpoint import read_checkpoint
 from keras_vit.weights.errors import CheckpointError
 from keras_vit.weights.errors import VariantMismatchError
 from keras_vit.weights.errors import WeightsNotFoundError
@@ -37,14 +44,18 @@ __all__ = [
     "PRETRAINED_WEIGHTS",
     "RENAMES",
     "Architecture",
+    "Checkpoint",
     "CheckpointError",
     "PretrainedWeights",
     "VariantMismatchError",
     "WeightsNotFoundError",
     "cache_directory",
     "describe",
+    "from_keras_file",
+    "from_model",
     "list_weights",
     "load_weights",
+    "read_checkpoint",
     "read_npz",
     "read_safetensors",
     "to_original_layout",

@@ -142,6 +142,8 @@ def plan_load(
     align_corners: bool = True,
     keep_pre_logits: bool | None = None,
     checkpoint_grid_size: tuple[int, int] | None = None,
+    layout: tuple[dict, list[str]] | None = None,
+    source: str = "The checkpoint",
 ) -> LoadPlan:
     """Validates `params` against `model` and computes every new value.
 
@@ -158,6 +160,8 @@ def plan_load(
             requires the model not to have it.
         checkpoint_grid_size: The checkpoint's patch grid, when its position
             embedding is not square.
+        layout: `checkpoint_layout(model)`, when the caller has it already.
+        source: What the checkpoint was read from, for messages.
 
     Returns:
         A `LoadPlan`; nothing has been assigned yet.
@@ -167,7 +171,7 @@ def plan_load(
         CheckpointError: missing, unexpected or mis-shaped keys, listed with
             both shapes.
     """
-    layout, unmapped = checkpoint_layout(model)
+    layout, unmapped = layout if layout is not None else checkpoint_layout(model)
     if unmapped:
         raise CheckpointError(
             f"The model {model.name!r} has weights that no checkpoint key maps "
@@ -209,7 +213,9 @@ def plan_load(
         and tuple(params[key].shape) != target.shape
     }
     if missing or unexpected or mismatched:
-        _raise_misfit(model, model_arch, params, missing, unexpected, mismatched)
+        _raise_misfit(
+            model, model_arch, params, missing, unexpected, mismatched, source
+        )
     values = _assemble(layout, params, zero)
     # Only a load that will happen is announced.
     if warn:
@@ -276,7 +282,7 @@ def _head_rule(layout, params, pre_logits_dropped):
     return set(HEAD_KEYS), [f"The head is zero-initialised: {reason}."]
 
 
-def _raise_misfit(model, model_arch, params, missing, unexpected, mismatched):
+def _raise_misfit(model, model_arch, params, missing, unexpected, mismatched, source):
     parts = []
     if missing:
         hint = ""
@@ -296,12 +302,16 @@ def _raise_misfit(model, model_arch, params, missing, unexpected, mismatched):
         ]
         parts.append(f"Mis-shaped keys:\n{_listing(listed)}")
     raise CheckpointError(
-        f"The checkpoint does not fit the model {model.name!r} "
+        f"{_source(source)} does not fit the model {model.name!r} "
         f"({model_arch.name}); no weight was changed.\n" + "\n".join(parts),
         missing=missing,
         unexpected=unexpected,
         mismatched=mismatched,
     )
+
+
+def _source(source: str) -> str:
+    return "The checkpoint" if source == "The checkpoint" else f"{source!r}"
 
 
 def _assemble(layout, params, zero) -> dict[str, np.ndarray]:

@@ -22,22 +22,28 @@ import zipfile
 import keras
 import numpy as np
 
+from keras_vit.models import layout as names
 from keras_vit.weights.errors import CheckpointError
 
 _BLOCK = "Transformer/encoderblock_{i}"
 _MHA = _BLOCK + "/MultiHeadDotProductAttention_1"
 _MLP = _BLOCK + "/MlpBlock_3"
-_OURS = "encoderblock_{i}"
+_OURS = names.BLOCK_PREFIX + "{i}"
+_EMBEDDING = names.EMBEDDING
+_POSEMB = names.POSEMB
+_NORM = names.ENCODER_NORM
+_PRE_LOGITS = names.PRE_LOGITS
+_HEAD = names.HEAD
 
 # One row per weight: (checkpoint key template, variable path template, part).
 # `part` is None for a one-to-one copy, or `(axis, index)` when several
 # checkpoint arrays are stacked along `axis` of one variable. Placeholders:
 # {i} block index, {s}/{u} ResNet stage/unit, {conv}/{gn} unit sub-layer.
 RENAMES = (
-    ("embedding/kernel", "embedding/kernel", None),
-    ("embedding/bias", "embedding/bias", None),
-    ("cls", "class_token/token", None),
-    ("Transformer/posembed_input/pos_embedding", "posembed_input/embedding", None),
+    ("embedding/kernel", _EMBEDDING + "/kernel", None),
+    ("embedding/bias", _EMBEDDING + "/bias", None),
+    ("cls", names.CLASS_TOKEN + "/token", None),
+    ("Transformer/posembed_input/pos_embedding", _POSEMB + "/embedding", None),
     (_BLOCK + "/LayerNorm_0/scale", _OURS + "/norm_1/gamma", None),
     (_BLOCK + "/LayerNorm_0/bias", _OURS + "/norm_1/beta", None),
     (_MHA + "/query/kernel", _OURS + "/attention/qkv_kernel", (1, 0)),
@@ -54,12 +60,12 @@ RENAMES = (
     (_MLP + "/Dense_0/bias", _OURS + "/mlp_dense_1/bias", None),
     (_MLP + "/Dense_1/kernel", _OURS + "/mlp_dense_2/kernel", None),
     (_MLP + "/Dense_1/bias", _OURS + "/mlp_dense_2/bias", None),
-    ("Transformer/encoder_norm/scale", "encoder_norm/gamma", None),
-    ("Transformer/encoder_norm/bias", "encoder_norm/beta", None),
-    ("pre_logits/kernel", "pre_logits/kernel", None),
-    ("pre_logits/bias", "pre_logits/bias", None),
-    ("head/kernel", "head/kernel", None),
-    ("head/bias", "head/bias", None),
+    ("Transformer/encoder_norm/scale", _NORM + "/gamma", None),
+    ("Transformer/encoder_norm/bias", _NORM + "/beta", None),
+    ("pre_logits/kernel", _PRE_LOGITS + "/kernel", None),
+    ("pre_logits/bias", _PRE_LOGITS + "/bias", None),
+    ("head/kernel", _HEAD + "/kernel", None),
+    ("head/bias", _HEAD + "/bias", None),
     # The BiT ResNet of the hybrids: `block1/unit1/conv1` -> `block1_unit1_conv1`.
     ("conv_root/kernel", "conv_root/kernel", None),
     ("gn_root/scale", "gn_root/gamma", None),
@@ -139,6 +145,43 @@ def checkpoint_layout(model: keras.Model) -> tuple[dict[str, Target], list[str]]
         if not found:
             unmapped.append(variable.path)
     return layout, unmapped
+
+
+def to_checkpoint(
+    values: dict[str, np.ndarray],
+) -> tuple[dict[str, np.ndarray], list[str]]:
+    """Model variable values -> checkpoint arrays: the inverse of `RENAMES`.
+
+    Args:
+        values: `{variable path: array}`, e.g. `{"encoder_norm/gamma": ...}`.
+
+    Returns:
+        `(params, unmapped)`: `params` in the original `.npz` layout (the
+        fused query/key/value variables split into their three keys);
+        `unmapped` lists the paths no rule maps.
+    """
+    params, unmapped = {}, []
+    for path, value in values.items():
+        value = np.asarray(value)
+        found = False
+        for _, key_template, path_regex, _, part in _RULES:
+            match = path_regex.match(path)
+            if match is None:
+                continue
+            found = True
+            key = key_template.format(**match.groupdict())
+            if part is not None:
+                axis, index = part
+                if value.ndim <= axis or value.shape[axis] <= index:
+                    unmapped.append(path)  # cannot be split: reported
+                    break
+                value_part = np.take(value, index, axis=axis)
+            else:
+                value_part = value
+            params[key] = value_part
+        if not found:
+            unmapped.append(path)
+    return params, unmapped
 
 
 def variable_path(key: str) -> str | None:

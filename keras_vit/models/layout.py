@@ -1,0 +1,218 @@
+"""The one description of a built ViT: its layer names, tokens and parts.
+
+Every keras_vit model is a functional Keras model whose layers carry fixed
+names. Those names are the contract between the model builders, the weights
+path, feature extraction, the analyses, the exports and the recipes, and
+they are spelled here only. `ViTLayout.of(model)` reads a built (or loaded)
+model once and answers the questions the rest of the package asks: where
+the blocks are, what the patch grid and the prefix tokens are, which layers
+pool, project and classify.
+
+Example:
+
+```python
+model = keras_vit.ViT("test/4", image_size=16, num_classes=3)
+layout = keras_vit.models.ViTLayout.of(model)
+layout.grid_size, layout.num_prefix_tokens, layout.depth  # (4, 4), 1, 2
+layout.block(0)  # the first TransformerBlock
+```
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import keras
+
+# The input and the layers, in graph order.
+INPUT = "images"
+PREPROCESSING = "preprocessing"
+EMBEDDING = "embedding"
+CLASS_TOKEN = "class_token"
+POSEMB = "posembed_input"
+POSEMB_DROPOUT = "posembed_dropout"
+BLOCK_PREFIX = "encoderblock_"
+ENCODER_NORM = "encoder_norm"
+POOL = "pool"
+PRE_LOGITS = "pre_logits"
+HEAD = "head"
+# The masked-patch pre-training model (paper §4.6) adds these.
+PATCH_CORRUPTION = "patch_corruption"
+MEAN_COLOR_TARGETS = "mean_color_targets"
+MASKED_PATCH_HEAD = "masked_patch_head"
+
+# Layers that belong to a task head, not to the encoder. The weights path
+# applies one rule to them (`keras_vit.weights.load_weights`).
+HEAD_LAYERS = (PRE_LOGITS, HEAD, MASKED_PATCH_HEAD)
+# Layers that only exist for pre-training; an encoder copied out of a
+# pre-training model leaves them behind.
+PRETRAINING_LAYERS = (PATCH_CORRUPTION, MEAN_COLOR_TARGETS, MASKED_PATCH_HEAD)
+
+
+def block_name(index: int) -> str:
+    """The name of Transformer block `index`: `"encoderblock_{index}"`."""
+    return f"{BLOCK_PREFIX}{int(index)}"
+
+
+def block_index(name: str) -> int | None:
+    """The index of a block name, or `None` for any other name."""
+    if not name.startswith(BLOCK_PREFIX):
+        return None
+    suffix = name[len(BLOCK_PREFIX) :]
+    return int(suffix) if suffix.isdigit() else None
+
+
+class LayoutError(ValueError):
+    """A model is not a keras_vit ViT (or lacks a part a caller needs)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ViTLayout:
+    """What a built keras_vit model is made of.
+
+    Attributes:
+        model: The model described.
+        block_names: The Transformer blocks' layer names, in order.
+        grid_size: The patch grid `(h, w)` of the position embedding.
+        num_prefix_tokens: Tokens before the patches (1 with a class token).
+        image_size: The input `(height, width)` in pixels, or `None` for an
+            axis the model leaves undefined.
+        channels: Input channels.
+        pooled_name: The layer whose output is the image representation
+            (`pre_logits` when present, else `pool`), or `None` for a model
+            built with `pooling=None`.
+        head_name: `"head"` when the model has a classifier, else `None`.
+        has_preprocessing: Whether a `[0, 255] -> [-1, 1]` rescaling layer
+            comes first.
+    """
+
+    model: keras.Model = dataclasses.field(repr=False, compare=False)
+    block_names: tuple[str, ...]
+    grid_size: tuple[int, int]
+    num_prefix_tokens: int
+    image_size: tuple[int | None, int | None]
+    channels: int
+    pooled_name: str | None
+    head_name: str | None
+    has_preprocessing: bool
+
+    @classmethod
+    def of(cls, model: keras.Model) -> ViTLayout:
+        """Reads the layout of a model built by keras_vit (or a loaded copy).
+
+        Raises:
+            LayoutError: `model` has no Transformer blocks or no position
+                embedding, i.e. it was not built by keras_vit.
+        """
+        names = {layer.name for layer in model.layers}
+        blocks = sorted(
+            (n for n in names if block_index(n) is not None), key=block_index
+        )
+        if not blocks or POSEMB not in names:
+            missing = "Transformer blocks" if not blocks else f"a {POSEMB!r} layer"
+            raise LayoutError(
+                f"Model {model.name!r} has no {missing}: it was not built by "
+                "keras_vit.ViT (or a keras_vit model builder)."
+            )
+        posemb = model.get_layer(POSEMB)
+        shape = tuple(model.inputs[0].shape)
+        if len(shape) != 4:
+            raise LayoutError(
+                f"Model {model.name!r} takes inputs of shape {shape}; expected "
+                "(batch, height, width, channels)."
+            )
+        pooled = next((n for n in (PRE_LOGITS, POOL) if n in names), None)
+        return cls(
+            model=model,
+            block_names=tuple(blocks),
+            grid_size=tuple(int(g) for g in posemb.grid_size),
+            num_prefix_tokens=int(posemb.num_prefix_tokens),
+            image_size=tuple(None if s is None else int(s) for s in shape[1:3]),
+            channels=int(shape[3]),
+            pooled_name=pooled,
+            head_name=HEAD if HEAD in names else None,
+            has_preprocessing=PREPROCESSING in names,
+        )
+
+    # -- geometry ------------------------------------------------------------
+    @property
+    def depth(self) -> int:
+        return len(self.block_names)
+
+    @property
+    def num_patches(self) -> int:
+        return self.grid_size[0] * self.grid_size[1]
+
+    @property
+    def stride(self) -> tuple[int, int]:
+        """Pixels between neighbouring patch centres `(dy, dx)`."""
+        if None in self.image_size:
+            raise LayoutError(f"Model {self.model.name!r} has no fixed input size.")
+        return (
+            self.image_size[0] // self.grid_size[0],
+            self.image_size[1] // self.grid_size[1],
+        )
+
+    # -- layers --------------------------------------------------------------
+    def layer(self, name: str) -> keras.layers.Layer:
+        """The model's layer called `name`, with a `LayoutError` if absent."""
+        for layer in self.model.layers:
+            if layer.name == name:
+                return layer
+        raise LayoutError(f"Model {self.model.name!r} has no {name!r} layer.")
+
+    def has(self, name: str) -> bool:
+        return any(layer.name == name for layer in self.model.layers)
+
+    def block(self, index: int) -> keras.layers.Layer:
+        """Transformer block `index` (negative indices count from the end)."""
+        return self.layer(self.block_names[self.block_indices(index)[0]])
+
+    def block_indices(self, blocks) -> list[int]:
+        """`"all"`, an index or indices -> sorted distinct indices in range."""
+        if isinstance(blocks, str):
+            if blocks != "all":
+                raise ValueError(
+                    "`blocks` must be 'all', an int or a list of ints. "
+                    f"Received: blocks={blocks!r}"
+                )
+            return list(range(self.depth))
+        if isinstance(blocks, int) or hasattr(blocks, "__index__"):
+            blocks = [blocks]
+        indices = []
+        for index in blocks:
+            if not -self.depth <= int(index) < self.depth:
+                raise ValueError(
+                    f"Block index {index} is out of range for a model with "
+                    f"{self.depth} blocks."
+                )
+            indices.append(int(index) % self.depth)
+        if not indices:
+            raise ValueError("`blocks` selects no block.")
+        return sorted(set(indices))
+
+    @property
+    def position_embedding(self) -> keras.layers.Layer:
+        return self.layer(POSEMB)
+
+    @property
+    def embedding(self) -> keras.layers.Layer:
+        return self.layer(EMBEDDING)
+
+    @property
+    def encoder_norm(self) -> keras.layers.Layer:
+        return self.layer(ENCODER_NORM)
+
+    @property
+    def pooled(self) -> keras.layers.Layer:
+        """The layer whose output is the image representation."""
+        if self.pooled_name is None:
+            raise LayoutError(
+                f"Model {self.model.name!r} has no pooling layer (it was built "
+                "with pooling=None)."
+            )
+        return self.layer(self.pooled_name)
+
+    @property
+    def head(self) -> keras.layers.Layer | None:
+        return None if self.head_name is None else self.layer(self.head_name)
