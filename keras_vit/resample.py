@@ -1,87 +1,180 @@
-"""Position-embedding resampling for a new grid (paper §3.2), in NumPy.
+"""Resampling position embeddings to a new grid (paper §3.2): every mode, once.
 
-Fine-tuning at a higher resolution keeps the patch size, so the sequence gets
-longer and the learned position embeddings must be 2-D interpolated to the new
-grid. The reference implementation does this with
-`scipy.ndimage.zoom(order=1)`: bilinear interpolation with the corner pixels
-aligned. That is the default here; bicubic and half-pixel ("align corners
-off") sampling, as timm and Hugging Face use, are options.
+Fine-tuning at another resolution keeps the patch size, so the sequence
+changes length and the learned position embeddings are 2-D interpolated to
+the new grid. Libraries differ in how, and the differences show in the
+logits (up to 2.5e-2 relative between the first two below on a 224-px
+S/16 at 288x160), so each convention is a named mode:
+
+| `method` | what | as in |
+|---|---|---|
+| `"bilinear"` + `align_corners=True` (default; alias `"reference"`) | linear, corner samples aligned | the original `scipy.ndimage.zoom(order=1)` |
+| `"bicubic"` + `align_corners=False` (alias `"huggingface"`) | Keys cubic, a = -0.75, half-pixel, border replicated, no antialiasing | Hugging Face's `interpolate_pos_encoding` (`F.interpolate(mode="bicubic")`) |
+| `"bicubic_antialias"` (alias `"timm"`) | cubic a = -0.5, half-pixel, support widened by the scale when shrinking, weights normalised | timm's `resample_abs_pos_embed` (`F.interpolate(mode="bicubic", antialias=True)`, PIL's filter) |
+
+`"bilinear"` + `align_corners=False` and `"bicubic"` + `align_corners=True`
+are also accepted (PyTorch's definitions), and `"bilinear_antialias"` is
+`jax.image.resize(method="linear")`, the resize FlexiViT uses.
+
+Each axis is resampled by a `(new, old)` weight matrix. The matrices are
+written once, over an array namespace: NumPy here (`interpolation_matrix`,
+used when loading checkpoints and by `keras_vit.with_image_size`), and
+`keras.ops` inside a dynamic-size model's graph
+(`keras_vit.layers.AddPositionEmbedding(dynamic=True)`), where the new grid
+is a tensor.
+
+`resample_patch_embedding` (FlexiViT, Beyer et al. 2023) resizes a patch
+embedding kernel to another patch size by the pseudo-inverse of the resize
+that would be applied to the patches, so that a patch resized with the same
+operator gives the same token.
 """
 
 from __future__ import annotations
 
 import math
+import types
 
 import numpy as np
 
 from keras_vit.layers.utils import to_pair
 
-METHODS = ("bilinear", "bicubic")
+METHODS = ("bilinear", "bicubic", "bicubic_antialias", "bilinear_antialias")
+# Named conventions: (method, align_corners).
+MODES = {
+    "reference": ("bilinear", True),
+    "huggingface": ("bicubic", False),
+    "timm": ("bicubic_antialias", False),
+}
+
+NUMPY = types.SimpleNamespace(
+    arange=lambda n, dtype: np.arange(n, dtype=dtype),
+    cast=lambda x, dtype: np.asarray(x).astype(dtype),
+    abs=np.abs,
+    floor=np.floor,
+    clip=np.clip,
+    where=np.where,
+    maximum=np.maximum,
+    sum=np.sum,
+)
 
 
-def _source_positions(old: int, new: int, align_corners: bool) -> np.ndarray:
-    """Where each output sample falls on the input axis, in input pixels."""
-    out = np.arange(new, dtype=np.float64)
-    if align_corners:
-        return out * ((old - 1) / (new - 1)) if new > 1 else np.zeros(1)
-    return (out + 0.5) * (old / new) - 0.5
+def resolve_method(method: str, align_corners: bool | None) -> tuple[str, bool]:
+    """`(method, align_corners)` for a method name or a named mode.
+
+    `align_corners=None` takes the mode's (or, for a plain method, `True`
+    for `"bilinear"` and `False` otherwise).
+    """
+    if method in MODES:
+        mode_method, mode_corners = MODES[method]
+        if align_corners is not None and align_corners != mode_corners:
+            raise ValueError(
+                f"method={method!r} fixes align_corners={mode_corners}. "
+                f"Received: align_corners={align_corners}"
+            )
+        return mode_method, mode_corners
+    if method not in METHODS:
+        raise ValueError(
+            f"`method` must be one of {METHODS} or a named mode {tuple(MODES)}. "
+            f"Received: method={method!r}"
+        )
+    if align_corners is None:
+        align_corners = method == "bilinear"
+    if align_corners and method.endswith("_antialias"):
+        raise ValueError(f"method={method!r} works with align_corners=False only.")
+    return method, bool(align_corners)
 
 
-def _cubic(t: np.ndarray, a: float = -0.75) -> np.ndarray:
-    """Keys' cubic convolution kernel (a = -0.75, as PyTorch and OpenCV)."""
-    t = np.abs(t)
+def _keys_cubic(t, a: float, xp):
+    """Keys' cubic convolution kernel with parameter `a`."""
+    t = xp.abs(t)
     near = ((a + 2) * t - (a + 3)) * t * t + 1
     far = ((a * t - 5 * a) * t + 8 * a) * t - 4 * a
-    return np.where(t <= 1, near, np.where(t < 2, far, 0.0))
+    return xp.where(t <= 1, near, xp.where(t < 2, far, 0.0 * t))
+
+
+def _triangle(t, xp):
+    return xp.maximum(1.0 - xp.abs(t), 0.0 * t)
+
+
+def weight_matrix(old: int, new, method: str, align_corners: bool, xp=NUMPY):
+    """The `(new, old)` matrix resampling one axis, over array namespace `xp`.
+
+    Args:
+        old: Input length (a Python int).
+        new: Output length: an int, or a scalar tensor when `xp` is
+            `keras.ops` (the grid of a dynamic-size model).
+        method: One of `METHODS`.
+        align_corners: Corner-aligned (`True`) or half-pixel sampling.
+        xp: `keras_vit.resample.NUMPY` (float64) or `keras.ops` (float32).
+    """
+    dtype = "float64" if xp is NUMPY else "float32"
+    out = xp.arange(new, dtype=dtype)  # (new,)
+    src_index = xp.arange(old, dtype=dtype)[None, :]  # (1, old)
+    new_f = xp.cast(new, dtype)
+    if method.endswith("_antialias"):
+        # PIL / PyTorch `antialias=True` / jax.image.resize: the kernel is
+        # stretched by the scale when shrinking, then each row normalised.
+        scale = old / new_f
+        stretch = xp.maximum(scale, 1.0)
+        center = (out + 0.5) * scale  # (new,)
+        t = (src_index + 0.5 - center[:, None]) / stretch  # (new, old)
+        if method == "bicubic_antialias":
+            weights = _keys_cubic(t, -0.5, xp)
+        else:
+            weights = _triangle(t, xp)
+        return weights / xp.sum(weights, axis=1, keepdims=True)
+    if align_corners:
+        step = xp.where(new_f > 1, (old - 1) / xp.maximum(new_f - 1, 1.0), 0.0)
+        src = out * step  # (new,)
+    else:
+        src = (out + 0.5) * (old / new_f) - 0.5
+    if method == "bilinear":
+        src = xp.clip(src, 0.0, float(old - 1))
+        return _triangle(src[:, None] - src_index, xp)
+    # Bicubic: four taps around floor(src), out-of-range taps clamped to the
+    # border (as PyTorch and TensorFlow do).
+    base = xp.floor(src)
+    weights = 0.0 * (src[:, None] - src_index)
+    for offset in (-1.0, 0.0, 1.0, 2.0):
+        tap = base + offset  # (new,)
+        weight = _keys_cubic(src - tap, -0.75, xp)
+        index = xp.clip(tap, 0.0, float(old - 1))
+        hit = xp.cast(index[:, None] == src_index, dtype)  # (new, old)
+        weights = weights + hit * weight[:, None]
+    return weights
 
 
 def interpolation_matrix(
-    old: int, new: int, method: str = "bilinear", align_corners: bool = True
+    old: int, new: int, method: str = "bilinear", align_corners: bool | None = None
 ) -> np.ndarray:
-    """Returns the `(new, old)` matrix that resamples one axis.
+    """Returns the `(new, old)` float64 matrix that resamples one axis.
 
     Args:
         old: Input length.
         new: Output length.
-        method: `"bilinear"` or `"bicubic"`.
+        method: One of `METHODS`, or a named mode (`"reference"`,
+            `"huggingface"`, `"timm"`).
         align_corners: Whether the first and last samples of both axes
-            coincide (as `scipy.ndimage.zoom(order=1)`) or sample centres are
-            aligned (half-pixel, as `tf.image.resize`).
+            coincide (as `scipy.ndimage.zoom(order=1)`) or sample centres
+            are aligned (half-pixel). Defaults to the method's convention.
     """
-    if method not in METHODS:
-        raise ValueError(f"`method` must be one of {METHODS}. Received: {method!r}")
-    matrix = np.zeros((new, old), dtype=np.float64)
-    src = _source_positions(old, new, align_corners)
-    rows = np.arange(new)
-    if method == "bilinear":
-        src = np.clip(src, 0, old - 1)
-        left = np.floor(src).astype(int)
-        right = np.minimum(left + 1, old - 1)
-        frac = src - left
-        np.add.at(matrix, (rows, left), 1 - frac)
-        np.add.at(matrix, (rows, right), frac)
-        return matrix
-    base = np.floor(src).astype(int)
-    for offset in (-1, 0, 1, 2):
-        index = base + offset
-        weight = _cubic(src - index)
-        np.add.at(matrix, (rows, np.clip(index, 0, old - 1)), weight)
-    return matrix
+    method, align_corners = resolve_method(method, align_corners)
+    return weight_matrix(int(old), int(new), method, align_corners)
 
 
 def resample_grid(
     grid: np.ndarray,
     new_grid_size: int | tuple[int, int],
     method: str = "bilinear",
-    align_corners: bool = True,
+    align_corners: bool | None = None,
 ) -> np.ndarray:
     """Resamples a `(height, width, dim)` array to `new_grid_size`.
 
     Args:
         grid: Array of shape `(height, width, dim)`.
         new_grid_size: The output `(height, width)`, or an int for a square.
-        method: `"bilinear"` (default) or `"bicubic"`.
-        align_corners: See `interpolation_matrix`. Defaults to `True`.
+        method: See `interpolation_matrix`. Defaults to `"bilinear"`.
+        align_corners: See `interpolation_matrix`.
 
     Returns:
         Array of shape `(new_height, new_width, dim)` with the input's dtype.
@@ -100,7 +193,7 @@ def resample_position_embedding(
     old_grid_size: int | tuple[int, int] | None = None,
     num_prefix_tokens: int = 1,
     method: str = "bilinear",
-    align_corners: bool = True,
+    align_corners: bool | None = None,
 ) -> np.ndarray:
     """Resamples a position-embedding table to a new patch grid.
 
@@ -116,9 +209,11 @@ def resample_position_embedding(
             the table; non-square tables must pass it.
         num_prefix_tokens: Rows at the start that are not part of the grid.
             Defaults to 1 (the class token). Use 0 for tables without one.
-        method: `"bilinear"` (default, the reference) or `"bicubic"`.
-        align_corners: Defaults to `True`, which reproduces
-            `scipy.ndimage.zoom(order=1)` as the reference does.
+        method: `"bilinear"` (default, the reference), `"bicubic"`,
+            `"bicubic_antialias"`, or a named mode: `"reference"`,
+            `"huggingface"`, `"timm"` (see the module docstring).
+        align_corners: Defaults to the method's convention (`True` for
+            `"bilinear"`, which reproduces `scipy.ndimage.zoom(order=1)`).
 
     Returns:
         An array of the same rank and dtype, with `prefix + new_h * new_w`
@@ -129,6 +224,8 @@ def resample_position_embedding(
     >>> posemb = np.random.normal(size=(1, 197, 768))
     >>> resample_position_embedding(posemb, (24, 24)).shape
     (1, 577, 768)
+    >>> resample_position_embedding(posemb, (18, 10), method="timm").shape
+    (1, 181, 768)
     """
     posemb = np.asarray(posemb)
     squeeze = posemb.ndim == 3
@@ -165,3 +262,61 @@ def resample_position_embedding(
     new = resample_grid(grid, new_grid_size, method, align_corners)
     out = np.concatenate([prefix, new.reshape(-1, new.shape[-1])], axis=0)
     return out[None] if squeeze else out
+
+
+def resize_patch_matrix(
+    old_patch: tuple[int, int], new_patch: tuple[int, int]
+) -> np.ndarray:
+    """The `(new_h*new_w, old_h*old_w)` matrix that resizes one flat patch.
+
+    The resize is `jax.image.resize(method="linear")` (bilinear, half-pixel,
+    antialiased when shrinking), the operator FlexiViT's resampling inverts.
+    """
+    rows = interpolation_matrix(old_patch[0], new_patch[0], "bilinear_antialias")
+    cols = interpolation_matrix(old_patch[1], new_patch[1], "bilinear_antialias")
+    return np.kron(rows, cols)
+
+
+def resample_patch_embedding(
+    kernel: np.ndarray, new_patch_size: int | tuple[int, int]
+) -> np.ndarray:
+    """Resizes a patch-embedding kernel to another patch size (FlexiViT).
+
+    With `B` the matrix that resizes a flattened `(p, p)` patch to `(q, q)`
+    (bilinear, `resize_patch_matrix`), the new kernel of each input channel
+    and output feature is `pinv(B^T) w`. Enlarging a patch this way keeps
+    every token exactly: `<B x, pinv(B^T) w> = <x, w>`; shrinking keeps it in
+    the least-squares sense.
+
+    Args:
+        kernel: `(p_h, p_w, channels, dim)` (HWIO, the layout of
+            `PatchEmbedding` and the original checkpoints).
+        new_patch_size: The new `(q_h, q_w)`, or an int.
+
+    Returns:
+        `(q_h, q_w, channels, dim)` with the input's dtype.
+
+    Example:
+
+    >>> kernel = np.random.normal(size=(16, 16, 3, 768))
+    >>> resample_patch_embedding(kernel, 8).shape
+    (8, 8, 3, 768)
+
+    Reference:
+    - [Beyer et al., 2023](https://arxiv.org/abs/2212.08013), FlexiViT §3.
+    """
+    kernel = np.asarray(kernel)
+    if kernel.ndim != 4:
+        raise ValueError(
+            "`kernel` must have shape (patch_h, patch_w, channels, dim). "
+            f"Received: shape {kernel.shape}"
+        )
+    old = kernel.shape[:2]
+    new = to_pair(new_patch_size, "new_patch_size")
+    if tuple(old) == tuple(new):
+        return kernel.copy()
+    resize = resize_patch_matrix(old, new)  # (q*q, p*p)
+    inverse = np.linalg.pinv(resize.T)  # (q*q, p*p)
+    flat = kernel.reshape(old[0] * old[1], -1).astype(np.float64)  # (p*p, C*D)
+    out = inverse @ flat  # (q*q, C*D)
+    return out.reshape(*new, *kernel.shape[2:]).astype(kernel.dtype)

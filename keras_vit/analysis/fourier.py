@@ -21,6 +21,7 @@ import keras
 import numpy as np
 
 from keras_vit.analysis._walk import BlockWalker, batch_slices, check_images
+from keras_vit.models import layout as names
 
 DEFAULT_EPSILON = 1e-6
 
@@ -148,7 +149,7 @@ def feature_map_frequencies(
     walker = BlockWalker(model)
     layout = walker.layout
     images = check_images(images, layout)
-    labels = ["embedding"]
+    labels = [names.EMBEDDING]  # the first block's input
     for index in range(layout.depth):
         labels += [f"msa_{index}", f"mlp_{index}"] if sublayers else [f"block_{index}"]
     sums = np.zeros((len(labels), *layout.grid_size))  # (points, h, w)

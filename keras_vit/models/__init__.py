@@ -1,6 +1,9 @@
 """ViT models: the variant table, the generic constructor and named sizes."""
 
+from keras_vit.models import layout
 from keras_vit.models.features import feature_extractor
+from keras_vit.models.layout import LayoutError
+from keras_vit.models.layout import ViTLayout
 from keras_vit.models.resize import with_image_size
 from keras_vit.models.variants import BACKBONES
 from keras_vit.models.variants import VARIANTS
@@ -23,3 +26,32 @@ from keras_vit.models.vit import ViT_L32
 from keras_vit.models.vit import ViT_S16
 from keras_vit.models.vit import ViT_S32
 from keras_vit.models.vit import ViT_Ti16
+
+__all__ = [
+    "BACKBONES",
+    "feature_extractor",
+    "layout",
+    "LayoutError",
+    "ModelSpec",
+    "NAMED_MODELS",
+    "parse_variant",
+    "R26_ViT_B32",
+    "R26_ViT_S32",
+    "R50_ViT_B16",
+    "R50_ViT_L32",
+    "ResNetSpec",
+    "Variant",
+    "VARIANTS",
+    "ViT",
+    "ViT_B16",
+    "ViT_B32",
+    "ViT_B8",
+    "ViT_H14",
+    "ViT_L16",
+    "ViT_L32",
+    "ViT_S16",
+    "ViT_S32",
+    "ViT_Ti16",
+    "ViTLayout",
+    "with_image_size",
+]

@@ -30,15 +30,22 @@ def check_image_size(spec: ModelSpec, image_size: tuple[int, int]) -> None:
             )
 
 
-def patch_tokens(images, spec: ModelSpec):
+def patch_tokens(images, spec: ModelSpec, return_grid_source: bool = False):
     """Images `(B, H, W, C)` -> patch embeddings `(B, N, D)` (Eq. 1).
 
-    Runs the hybrid backbone first when `spec` has one.
+    Runs the hybrid backbone first when `spec` has one. With
+    `return_grid_source`, also returns the tensor the patch embedding ran on
+    (the images, or the backbone's feature map), from which a dynamic-size
+    model reads its patch grid.
     """
     x = images
     if spec.backbone is not None:
         x = resnet_features(x, spec.backbone)
-    return PatchEmbedding(spec.variant.hidden_dim, spec.patch_size, name=names.EMBEDDING)(x)
+    embedding = PatchEmbedding(
+        spec.variant.hidden_dim, spec.patch_size, name=names.EMBEDDING
+    )
+    tokens = embedding(x)  # (B, N, D)
+    return (tokens, x) if return_grid_source else tokens
 
 
 def encode(
@@ -51,19 +58,34 @@ def encode(
     attention_dropout_rate: float = 0.0,
     drop_path_rate: float = 0.0,
     gelu_approximate: bool = False,
+    grid_source=None,
+    resample_method: str = "bilinear",
 ):
     """Patch embeddings `(B, N, D)` -> encoded tokens `(B, prefix + N, D)`.
 
     Prepends the class token, adds position embeddings, runs the
     Transformer blocks (Eq. 2-3) and the final LayerNorm. Block `i` of `L`
-    drops its branches with rate `drop_path_rate * i / (L - 1)`.
+    drops its branches with rate `drop_path_rate * i / (L - 1)`. With a
+    `grid_source` (what the patch embedding ran on), the position embedding
+    of `image_size`'s grid is resampled in the graph to each input's grid
+    (`resample_method`): a dynamic-size model.
     """
     size = spec.variant
     grid = tuple(s // spec.total_stride for s in image_size)
     x = tokens
     if class_token:
         x = ClassToken(name=names.CLASS_TOKEN)(x)
-    x = AddPositionEmbedding(grid, int(class_token), name=names.POSEMB)(x)
+    if grid_source is None:
+        x = AddPositionEmbedding(grid, int(class_token), name=names.POSEMB)(x)
+    else:
+        x = AddPositionEmbedding(
+            grid,
+            int(class_token),
+            dynamic=True,
+            patch_size=spec.patch_size,
+            resample_method=resample_method,
+            name=names.POSEMB,
+        )(x, grid_source=grid_source)
     x = keras.layers.Dropout(dropout_rate, name=names.POSEMB_DROPOUT)(x)
     for i in range(size.depth):
         x = TransformerBlock(

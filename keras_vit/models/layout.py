@@ -27,6 +27,7 @@ import keras
 # The input and the layers, in graph order.
 INPUT = "images"
 PREPROCESSING = "preprocessing"
+PADDING = "image_padding"
 EMBEDDING = "embedding"
 CLASS_TOKEN = "class_token"
 POSEMB = "posembed_input"

@@ -13,7 +13,7 @@ def with_image_size(
     model: keras.Model,
     image_size: int | tuple[int, int],
     method: str = "bilinear",
-    align_corners: bool = True,
+    align_corners: bool | None = None,
 ) -> keras.Model:
     """Returns a copy of `model` that takes images of `image_size`.
 
@@ -27,9 +27,10 @@ def with_image_size(
         model: A functional model built by `keras_vit.ViT` (or loaded).
         image_size: The new input size, an int or `(height, width)`. Must be
             a multiple of the model's token stride.
-        method: `"bilinear"` (default, the reference) or `"bicubic"`.
-        align_corners: Defaults to `True`, as the reference's
-            `scipy.ndimage.zoom(order=1)`.
+        method: `"bilinear"` (default, the reference), another method or a
+            named mode (`"timm"`, `"huggingface"`; see `keras_vit.resample`).
+        align_corners: Defaults to the method's convention (`True` for
+            `"bilinear"`, as the reference's `scipy.ndimage.zoom(order=1)`).
 
     Returns:
         A new `keras.Model`; `model` is left unchanged.

@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+import dataclasses
 import numbers
 
 import keras
 
 from keras_vit.layers import TokenPooling
+from keras_vit.layers.padding import PadToMultiple
 from keras_vit.layers.utils import to_pair
 from keras_vit.models import layout as names
 from keras_vit.models.encoder import check_image_size
 from keras_vit.models.encoder import encode
 from keras_vit.models.encoder import patch_tokens
+from keras_vit.models.variants import ModelSpec
 from keras_vit.models.variants import ResNetSpec
 from keras_vit.models.variants import parse_variant
+from keras_vit.resample import resolve_method
 
 
 def ViT(  # noqa: N802
@@ -33,6 +37,10 @@ def ViT(  # noqa: N802
     classifier_activation: str | None = None,
     channels: int = 3,
     backbone: ResNetSpec | tuple[int, ...] | None = None,
+    patch_size: int | None = None,
+    dynamic_image_size: bool = False,
+    dynamic_image_pad: bool = False,
+    position_resample: str = "bilinear",
     weights: str | None = None,
     name: str | None = None,
 ) -> keras.Model:
@@ -73,6 +81,23 @@ def ViT(  # noqa: N802
             Defaults to `None` (logits).
         channels: Input channels. Defaults to 3.
         backbone: A custom hybrid backbone (`ResNetSpec` or its stage tuple).
+        patch_size: Overrides the variant's patch size (on the images, or on
+            the backbone's feature map for hybrids), e.g. `"B/16"` with
+            `patch_size=8`. With `weights`, the checkpoint's patch embedding
+            is resized to it (FlexiViT, `keras_vit.resample_patch_embedding`)
+            and a tag is looked up for `variant`. Defaults to the variant's.
+        dynamic_image_size: Accept images of any size at run time: the input
+            is `(batch, None, None, channels)` and the position embedding
+            (of `image_size`'s grid, the checkpoint's) is resampled in the
+            graph to each batch's grid, as timm's `dynamic_img_size`.
+            Defaults to `False` (a fixed size, the fastest).
+        dynamic_image_pad: With `dynamic_image_size`, zero-pad images at the
+            bottom and right to a multiple of the token stride instead of
+            cropping the remainder. Defaults to `False`.
+        position_resample: How a dynamic model resamples its position
+            embedding: `"bilinear"` (default, the reference's; equals
+            `keras_vit.with_image_size`), or another method or named mode of
+            `keras_vit.resample` (`"timm"`, `"huggingface"`).
         weights: A pretrained tag or a checkpoint path, loaded with
             `keras_vit.weights.load_weights` (position embeddings resampled
             to `image_size`, head replaced when `num_classes` differs).
@@ -93,20 +118,28 @@ def ViT(  # noqa: N802
     - [Dosovitskiy et al., 2021](https://arxiv.org/abs/2010.11929).
     """
     spec = parse_variant(variant, backbone)
+    if patch_size is not None:
+        spec = with_patch_size(spec, patch_size)
     image_size = to_pair(image_size, "image_size")
     check_image_size(spec, image_size)
     _check_arguments(
         include_top, pooling, class_token, channels, num_classes, representation_size
     )
+    if dynamic_image_pad and not dynamic_image_size:
+        raise ValueError("`dynamic_image_pad=True` needs `dynamic_image_size=True`.")
+    resolve_method(position_resample, None)  # validates
     policy = keras.config.dtype_policy()
 
-    images = keras.Input((*image_size, channels), name=names.INPUT)
+    input_size = (None, None) if dynamic_image_size else image_size
+    images = keras.Input((*input_size, channels), name=names.INPUT)
     x = images
     if include_preprocessing:
         x = keras.layers.Rescaling(
             1 / 127.5, offset=-1.0, name=names.PREPROCESSING
         )(x)
-    x = patch_tokens(x, spec)  # (B, N, D)
+    if dynamic_image_pad:
+        x = PadToMultiple(spec.total_stride, name=names.PADDING)(x)
+    x, grid_source = patch_tokens(x, spec, return_grid_source=True)  # (B, N, D)
     x = encode(
         x,
         spec,
@@ -116,6 +149,8 @@ def ViT(  # noqa: N802
         attention_dropout_rate=attention_dropout_rate,
         drop_path_rate=drop_path_rate,
         gelu_approximate=gelu_approximate,
+        grid_source=grid_source if dynamic_image_size else None,
+        resample_method=position_resample,
     )  # (B, prefix + N, D)
 
     if pooling is not None:
@@ -139,8 +174,30 @@ def ViT(  # noqa: N802
     if weights is not None:
         from keras_vit.weights import load_weights
 
-        load_weights(model, weights)
+        resized = patch_size is not None
+        load_weights(
+            model,
+            weights,
+            resample_patch=resized,
+            tag_variant=variant if resized else None,
+        )
     return model
+
+
+def with_patch_size(spec: ModelSpec, patch_size: int) -> ModelSpec:
+    """`spec` with another patch size (on the backbone's map for hybrids)."""
+    if isinstance(patch_size, bool) or not isinstance(patch_size, numbers.Integral):
+        raise ValueError(
+            f"`patch_size` must be a positive integer. Received: {patch_size!r}"
+        )
+    if patch_size <= 0:
+        raise ValueError(
+            f"`patch_size` must be a positive integer. Received: {patch_size!r}"
+        )
+    backbone_stride = spec.total_stride // spec.patch_size
+    return dataclasses.replace(
+        spec, patch_size=int(patch_size), total_stride=backbone_stride * int(patch_size)
+    )
 
 
 def _check_arguments(

@@ -75,6 +75,7 @@ def read_checkpoint(
     layout: dict,
     *,
     cache_dir: str | os.PathLike | None = None,
+    tag_variant: str | None = None,
 ) -> Checkpoint:
     """Reads any weight source into a `Checkpoint` for `model`.
 
@@ -86,6 +87,7 @@ def read_checkpoint(
         layout: `npz.checkpoint_layout(model)[0]`, computed once by the
             caller.
         cache_dir: Root of the download cache for tags.
+        tag_variant: The variant to look a tag up for (default: the model's).
 
     Returns:
         A `Checkpoint`.
@@ -98,7 +100,7 @@ def read_checkpoint(
         return Checkpoint(npz.normalize(dict(weights)), source="a dict of arrays")
     path = os.fspath(weights)
     if registry.is_tag(path) and not os.path.exists(path):
-        return _from_tag(path, layout, cache_dir)
+        return _from_tag(path, layout, cache_dir, tag_variant)
     if not os.path.exists(path):
         if os.sep in path or "." in os.path.basename(path):
             raise FileNotFoundError(f"No checkpoint file at {path!r}.")
@@ -115,9 +117,10 @@ def read_checkpoint(
     return Checkpoint(npz.normalize(params), source=path)
 
 
-def _from_tag(tag: str, layout: dict, cache_dir) -> Checkpoint:
-    arch = architecture.describe({k: t.shape for k, t in layout.items()})
-    entry = registry.find(tag, arch.variant)
+def _from_tag(tag: str, layout: dict, cache_dir, variant=None) -> Checkpoint:
+    if variant is None:
+        variant = architecture.describe({k: t.shape for k, t in layout.items()}).variant
+    entry = registry.find(tag, variant)
     stride = parse_variant(entry.variant).total_stride
     file = registry.fetch(entry, cache_dir)
     return Checkpoint(

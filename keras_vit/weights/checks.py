@@ -19,11 +19,13 @@ from collections.abc import Mapping
 import keras
 import numpy as np
 
+from keras_vit.resample import resample_patch_embedding
 from keras_vit.resample import resample_position_embedding
 from keras_vit.weights.architecture import describe
 from keras_vit.weights.architecture import differences
 from keras_vit.weights.errors import CheckpointError
 from keras_vit.weights.errors import VariantMismatchError
+from keras_vit.weights.npz import EMBEDDING_KEY
 from keras_vit.weights.npz import HEAD_KEYS
 from keras_vit.weights.npz import POSEMB_KEY
 from keras_vit.weights.npz import PRE_LOGITS_KEYS
@@ -139,9 +141,10 @@ def plan_load(
     params: Mapping[str, np.ndarray],
     *,
     resample_method: str = "bilinear",
-    align_corners: bool = True,
+    align_corners: bool | None = None,
     keep_pre_logits: bool | None = None,
     checkpoint_grid_size: tuple[int, int] | None = None,
+    resample_patch: bool = False,
     layout: tuple[dict, list[str]] | None = None,
     source: str = "The checkpoint",
 ) -> LoadPlan:
@@ -160,6 +163,8 @@ def plan_load(
             requires the model not to have it.
         checkpoint_grid_size: The checkpoint's patch grid, when its position
             embedding is not square.
+        resample_patch: Resize a patch embedding of another patch size to
+            the model's (FlexiViT) instead of reporting another variant.
         layout: `checkpoint_layout(model)`, when the caller has it already.
         source: What the checkpoint was read from, for messages.
 
@@ -181,9 +186,14 @@ def plan_load(
     _check_dtypes(params)
     model_arch = describe({k: t.shape for k, t in layout.items()})
     ckpt_arch = describe({k: tuple(v.shape) for k, v in params.items()})
+    patch_notes = []
+    if resample_patch and EMBEDDING_KEY in params and EMBEDDING_KEY in layout:
+        patch_notes = _resize_patch(params, layout[EMBEDDING_KEY].shape, ckpt_arch)
+        ckpt_arch = describe({k: tuple(v.shape) for k, v in params.items()})
     _check_variant(model_arch, ckpt_arch, layout, params)
 
     warn, notes = _pre_logits_rule(layout, params, keep_pre_logits)
+    notes = patch_notes + notes
     pre_logits_dropped = bool(notes)
     skip = {k for k in PRE_LOGITS_KEYS if pre_logits_dropped and k in params}
     zero, head_notes = _head_rule(layout, params, pre_logits_dropped)
@@ -223,6 +233,18 @@ def plan_load(
     for note in notes:
         logger.info(note)
     return LoadPlan(values, notes)
+
+
+def _resize_patch(params, target_shape, ckpt_arch) -> list[str]:
+    """Resizes the checkpoint's patch kernel to the model's (FlexiViT)."""
+    kernel = params[EMBEDDING_KEY]
+    if kernel.ndim != 4 or tuple(kernel.shape[:2]) == tuple(target_shape[:2]):
+        return []
+    params[EMBEDDING_KEY] = resample_patch_embedding(kernel, target_shape[:2])
+    return [
+        f"Resized the patch embedding from {tuple(kernel.shape[:2])} to "
+        f"{tuple(target_shape[:2])} patches (FlexiViT pseudo-inverse)."
+    ]
 
 
 def _check_dtypes(params):

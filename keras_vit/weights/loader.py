@@ -19,9 +19,11 @@ def load_weights(
     weights: str | os.PathLike | keras.Model | Checkpoint | Mapping[str, np.ndarray],
     *,
     resample_method: str = "bilinear",
-    align_corners: bool = True,
+    align_corners: bool | None = None,
     keep_pre_logits: bool | None = None,
     checkpoint_grid_size: tuple[int, int] | None = None,
+    resample_patch: bool = False,
+    tag_variant: str | None = None,
     cache_dir: str | os.PathLike | None = None,
     progress: keras.utils.Progbar | None = None,
 ) -> list[str]:
@@ -58,10 +60,12 @@ def load_weights(
         model: A model built by `keras_vit.ViT` (or loaded from one).
         weights: A tag, a file path, a model, a `Checkpoint` or
             `{key: array}`.
-        resample_method: `"bilinear"` (default, the reference) or
-            `"bicubic"`, for position embeddings on another grid.
-        align_corners: Defaults to `True`, which reproduces the reference's
-            `scipy.ndimage.zoom(order=1)`.
+        resample_method: How position embeddings on another grid are
+            resampled: `"bilinear"` (default, the reference), `"bicubic"`,
+            `"bicubic_antialias"`, or a named mode, `"timm"` or
+            `"huggingface"` (see `keras_vit.resample`).
+        align_corners: Defaults to the method's convention (`True` for
+            `"bilinear"`: the reference's `scipy.ndimage.zoom(order=1)`).
         keep_pre_logits: `None` (default): keep `pre_logits` when the model has
             the layer, drop it with a warning otherwise. `True`: the model must
             have the layer. `False`: drop it without a warning (the model must
@@ -69,6 +73,12 @@ def load_weights(
         checkpoint_grid_size: The checkpoint's patch grid `(h, w)`, needed only
             for a non-square position embedding on another grid that the
             source does not record.
+        resample_patch: Allow a checkpoint of another patch size: its patch
+            embedding kernel is resized to the model's
+            (`keras_vit.resample_patch_embedding`, FlexiViT). Defaults to
+            `False` (another patch size is another variant).
+        tag_variant: The variant a tag is looked up for, when it is not the
+            model's (e.g. `"B/16"` weights for a model built at patch 8).
         cache_dir: Root of the download cache for tags (files go to
             `cache_dir/keras_vit/`). Defaults to `$KERAS_HOME` or `~/.keras`.
         progress: An optional `keras.utils.Progbar` advanced per assigned
@@ -93,7 +103,9 @@ def load_weights(
     ```
     """
     layout, unmapped = npz.checkpoint_layout(model)
-    checkpoint = read_checkpoint(weights, model, layout, cache_dir=cache_dir)
+    checkpoint = read_checkpoint(
+        weights, model, layout, cache_dir=cache_dir, tag_variant=tag_variant
+    )
     plan = checks.plan_load(
         model,
         checkpoint.params,
@@ -101,6 +113,7 @@ def load_weights(
         align_corners=align_corners,
         keep_pre_logits=keep_pre_logits,
         checkpoint_grid_size=checkpoint_grid_size or checkpoint.grid_size,
+        resample_patch=resample_patch,
         layout=(layout, unmapped),
         source=checkpoint.source,
     )

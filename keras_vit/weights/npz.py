@@ -84,6 +84,7 @@ _PLACEHOLDERS = {
 }
 
 POSEMB_KEY = "Transformer/posembed_input/pos_embedding"
+EMBEDDING_KEY = "embedding/kernel"
 HEAD_KEYS = ("head/kernel", "head/bias")
 PRE_LOGITS_KEYS = ("pre_logits/kernel", "pre_logits/bias")
 

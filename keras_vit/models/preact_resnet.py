@@ -1,0 +1,111 @@
+"""The pre-activation ResNet baseline of "How Do Vision Transformers Work?"."""
+
+from __future__ import annotations
+
+import keras
+
+from keras_vit.models.cnn import build_cnn
+from keras_vit.models.cnn_variants import PREACT_RESNETS, CNNVariant, get_variant
+
+
+def PreActResNet(  # noqa: N802
+    variant: str | CNNVariant = "50",
+    *,
+    num_classes: int = 1000,
+    image_size: int | tuple[int, int] = 224,
+    channels: int = 3,
+    include_top: bool = True,
+    pooling: str | None = "avg",
+    stem: str | None = None,
+    drop_path_rate: float = 0.0,
+    classifier_activation: str | None = None,
+    name: str | None = None,
+) -> keras.Model:
+    """Builds a pre-activation ResNet, the CNN baseline of Park & Kim (2022).
+
+    A stem without normalisation, stages of `PreActBlock`s (BN-ReLU before
+    every convolution; the first block of stages 2+ halves the resolution),
+    and the paper's head: BatchNorm, ReLU, global pooling, a linear layer.
+    The layout is the paper's code's (`models/preresnet.py`,
+    `models/preresnet_dnn_block.py`, `models/classifier_block.py` of
+    github.com/xxxnell/how-do-vits-work); see `keras_vit.PREACT_RESNETS`.
+
+    Layer names: `stem_conv` (and `stem_pad`, `stem_pool`), one layer per
+    block `stage{s}_block{b}` (from 1), then `head_norm`, `head_relu`,
+    `pool` and `head`.
+
+    Args:
+        variant: A row of `keras_vit.PREACT_RESNETS` (`"18"`, `"34"`,
+            `"50"`, `"101"`, `"152"`, `"mini"`, `"test"`) or a `CNNVariant`.
+        num_classes: Classes of the linear head. Defaults to 1000.
+        image_size: Input size, an int or `(height, width)`, a multiple of
+            the total stride (32 with the ImageNet stem, 8 with the CIFAR
+            stem and four stages). Defaults to 224.
+        channels: Input channels. Defaults to 3.
+        include_top: Whether to add the linear head. Without it the model
+            returns the pooled features, or the final activated feature map
+            `(batch, h, w, channels)` when `pooling=None`.
+        pooling: `"avg"` (default, the paper's), `"max"`, or `None` (only
+            without the top).
+        stem: `"imagenet"` (7x7/2 convolution, 3x3/2 max-pool) or `"cifar"`
+            (a 3x3/1 convolution, the paper's `stem=False`). Defaults to the
+            row's: ImageNet for the paper's rows, CIFAR for `"mini"` and
+            `"test"`.
+        drop_path_rate: Stochastic depth; block `i` of `L` drops its branch
+            with rate `drop_path_rate * i / (L - 1)`. Defaults to 0.
+        classifier_activation: Activation of the head. Defaults to `None`
+            (logits, float32 under mixed precision).
+        name: Model name. Defaults to e.g. `"preact_resnet50"`.
+
+    Returns:
+        A functional `keras.Model` taking `(batch, height, width, channels)`
+        images named `"images"`.
+
+    Example:
+
+    ```python
+    model = keras_vit.PreActResNet("50", num_classes=100, image_size=32,
+                                   stem="cifar")
+    logits = model(np.zeros((1, 32, 32, 3), "float32"))  # (1, 100)
+    ```
+
+    Reference:
+    - [He et al., 2016](https://arxiv.org/abs/1603.05027).
+    - [Park & Kim, 2022](https://arxiv.org/abs/2202.06709).
+    """
+    spec = get_variant(PREACT_RESNETS, "PreActResNet", variant)
+    if spec.msa_blocks and any(spec.msa_blocks):
+        raise ValueError(
+            "`variant` has MSA blocks; build it with `keras_vit.AlterNet`."
+        )
+    return build_cnn(
+        spec,
+        default_name=_default_name("preact_resnet", variant),
+        num_classes=num_classes,
+        image_size=image_size,
+        channels=channels,
+        include_top=include_top,
+        pooling=pooling,
+        stem=stem,
+        window_size=spec.window_size,
+        dropout_rate=0.0,
+        drop_path_rate=drop_path_rate,
+        classifier_activation=classifier_activation,
+        name=name,
+    )
+
+
+def _default_name(family: str, variant) -> str:
+    if not isinstance(variant, str):
+        return family
+    return f"{family}{variant}" if variant.isdigit() else f"{family}_{variant}"
+
+
+def PreActResNet18(**kwargs) -> keras.Model:  # noqa: N802
+    """Builds a pre-activation ResNet-18: `PreActResNet("18", **kwargs)`."""
+    return PreActResNet("18", **kwargs)
+
+
+def PreActResNet50(**kwargs) -> keras.Model:  # noqa: N802
+    """Builds a pre-activation ResNet-50: `PreActResNet("50", **kwargs)`."""
+    return PreActResNet("50", **kwargs)
