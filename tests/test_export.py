@@ -26,10 +26,7 @@ from PIL import Image
 
 import keras_vit
 from keras_vit.data import transforms
-from keras_vit.export import export
-from keras_vit.export import export_onnx
-from keras_vit.export import export_tflite
-from keras_vit.export import savedmodel
+from keras_vit.export import export, export_onnx, export_tflite, savedmodel
 from keras_vit.export.signatures import ServingGraph
 
 IMAGE_SIZE = (16, 24)  # Non-square: a (2, 3) patch grid at patch 8.
@@ -289,6 +286,7 @@ def test_export_stores_metadata_and_each_weight_once(model, exported):
     assert info["class_names"] == CLASS_NAMES
     assert info["top_k"] == TOP_K
     assert info["signatures"] == sorted(SIGNATURES)
+    assert info["warmup_file"] == "assets.extra/tf_serving_warmup_requests"
 
 
 # Exporting at another resolution. --------------------------------------------

@@ -1,11 +1,38 @@
-"""Atomic writes: an export is either absent or complete, never half-written."""
+"""Atomic writes: an export is either absent or complete, never half-written.
+
+Everything is first written into a hidden staging directory next to the
+target and renamed into place once complete. Staging directories are named
+
+    .<target>.partial-<pid>-<token>@<host>    (a new export being written)
+    .<target>.old-<pid>-<token>@<host>        (a version being replaced)
+
+so that a later export can tell a staging directory left by a killed process
+(same host, process gone) from one a live export is still writing, and remove
+only the former. Their names are not numbers: TF Serving never loads them.
+
+Permissions follow the umask: the staging directory is created with mode
+`0o777 & ~umask` (what `mkdir` gives), and before the rename every directory
+written inside it gets that mode and every file the same without the execute
+bits (`0o755`/`0o644` under umask 022, `0o700`/`0o600` under 077).
+"""
 
 from __future__ import annotations
 
+import logging
 import os
 import pathlib
+import re
+import secrets
 import shutil
-import tempfile
+import socket
+import stat
+
+logger = logging.getLogger("keras_vit.export")
+
+# `.1.partial-4242-0badcafe@host`: target, kind, pid, token, host.
+_STAGING_NAME = re.compile(
+    r"\.(?P<target>.+)\.(?P<kind>partial|old)-(?P<pid>[0-9]+)-[0-9a-f]{8}@(?P<host>.+)"
+)
 
 
 def check_target(path: pathlib.Path, overwrite: bool, is_dir: bool):
@@ -25,13 +52,65 @@ def check_target(path: pathlib.Path, overwrite: bool, is_dir: bool):
 def staging_dir(path: pathlib.Path) -> pathlib.Path:
     """Creates a hidden, empty directory next to `path` to write into.
 
-    Its name starts with a dot and is not a number, so TF Serving, which
-    only loads numeric version directories, never picks it up.
+    Stale staging directories of killed exports in the same parent are
+    removed first (see `remove_stale`). The new directory's mode is
+    `0o777 & ~umask`.
     """
     path.parent.mkdir(parents=True, exist_ok=True)
-    return pathlib.Path(
-        tempfile.mkdtemp(prefix=f".{path.name}.partial-", dir=path.parent)
-    )
+    remove_stale(path.parent)
+    return _make_staging(path, "partial")
+
+
+def remove_stale(directory: pathlib.Path) -> list[pathlib.Path]:
+    """Removes the staging directories in `directory` left by dead processes.
+
+    A staging directory is stale when it was made on this host by a process
+    that no longer exists. Those of live processes, of other hosts (a shared
+    file system) and names this module did not make are left alone. A stale
+    `.old-` directory holds a version that a killed `overwrite=True` export
+    had moved aside: it is put back first if the version is missing.
+
+    Returns:
+        The removed directories.
+    """
+    removed = []
+    host = _host()
+    for entry in sorted(directory.iterdir()):
+        match = _STAGING_NAME.fullmatch(entry.name)
+        if match is None or match["host"] != host or not entry.is_dir():
+            continue
+        if _process_exists(int(match["pid"])):
+            continue
+        if match["kind"] == "old":
+            _restore(entry / match["target"], directory / match["target"])
+        shutil.rmtree(entry, ignore_errors=True)
+        if not entry.exists():
+            logger.info("Removed %s, left by a killed export.", entry)
+            removed.append(entry)
+    return removed
+
+
+def finish(staging: pathlib.Path):
+    """Makes a complete staging tree readable per the umask, and durable.
+
+    Every directory gets the staging directory's own mode (`0o777 & ~umask`)
+    and every file that mode without execute bits; then each file and
+    directory is `fsync`ed, so that the rename that publishes the tree never
+    outlives its contents in a power cut.
+    """
+    dir_mode = stat.S_IMODE(staging.stat().st_mode)
+    file_mode = dir_mode & 0o666
+    for root, dirs, names in os.walk(staging, topdown=False):
+        for name in names:
+            file = os.path.join(root, name)
+            if os.path.islink(file):
+                continue
+            os.chmod(file, file_mode)
+            _fsync_file(file)
+        for name in dirs:
+            if not os.path.islink(os.path.join(root, name)):
+                os.chmod(os.path.join(root, name), dir_mode)
+        _fsync_dir(root)
 
 
 def move_into_place(staging: pathlib.Path, path: pathlib.Path, overwrite: bool):
@@ -41,6 +120,26 @@ def move_into_place(staging: pathlib.Path, path: pathlib.Path, overwrite: bool):
     `path` moves it aside first and deletes it only once the new one is in
     place; if the second rename fails, the old one is put back.
     """
+    try:
+        _move(staging, path, overwrite)
+    finally:
+        _fsync_dir(path.parent)
+
+
+def write_bytes(path: pathlib.Path, data: bytes, overwrite: bool):
+    """Writes `data` to `path` atomically (a temporary file, then a rename)."""
+    check_target(path, overwrite, is_dir=False)
+    staging = staging_dir(path)
+    try:
+        with open(staging / path.name, "wb") as f:
+            f.write(data)
+        finish(staging)
+        move_into_place(staging / path.name, path, overwrite)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _move(staging: pathlib.Path, path: pathlib.Path, overwrite: bool):
     if not path.exists():
         # A directory rename fails rather than merge if `path` appeared.
         os.rename(staging, path)
@@ -50,9 +149,7 @@ def move_into_place(staging: pathlib.Path, path: pathlib.Path, overwrite: bool):
     if staging.is_file():
         os.replace(staging, path)  # Atomic for files.
         return
-    retired = pathlib.Path(
-        tempfile.mkdtemp(prefix=f".{path.name}.old-", dir=path.parent)
-    )
+    retired = _make_staging(path, "old")
     os.rename(path, retired / path.name)
     try:
         os.rename(staging, path)
@@ -63,12 +160,61 @@ def move_into_place(staging: pathlib.Path, path: pathlib.Path, overwrite: bool):
         shutil.rmtree(retired, ignore_errors=True)
 
 
-def write_bytes(path: pathlib.Path, data: bytes, overwrite: bool):
-    """Writes `data` to `path` atomically (a temporary file, then a rename)."""
-    check_target(path, overwrite, is_dir=False)
-    staging = staging_dir(path)
+def _make_staging(path: pathlib.Path, kind: str) -> pathlib.Path:
+    while True:
+        name = f".{path.name}.{kind}-{os.getpid()}-{secrets.token_hex(4)}@{_host()}"
+        staging = path.parent / name
+        try:
+            staging.mkdir(mode=0o777)  # The umask applies, as for any mkdir.
+        except FileExistsError:
+            continue
+        return staging
+
+
+def _restore(retired: pathlib.Path, path: pathlib.Path):
+    if not retired.exists() or path.exists():
+        return
     try:
-        (staging / path.name).write_bytes(data)
-        move_into_place(staging / path.name, path, overwrite)
+        os.rename(retired, path)
+        logger.info("Restored %s, moved aside by a killed export.", path)
+    except OSError:
+        pass  # Another export restored it, or wrote a new one, first.
+
+
+def _process_exists(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    if os.name != "posix":
+        return True  # No safe liveness probe: never remove.
+    try:
+        os.kill(pid, 0)  # Signal 0: only checks that the process exists.
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # Alive, owned by another user.
+    return True
+
+
+def _host() -> str:
+    return re.sub(r"[^A-Za-z0-9._-]", "_", socket.gethostname()) or "localhost"
+
+
+def _fsync_file(path):
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
     finally:
-        shutil.rmtree(staging, ignore_errors=True)
+        os.close(fd)
+
+
+def _fsync_dir(path):
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:
+        return  # Directories cannot be opened on some platforms.
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass  # Some file systems cannot sync a directory.
+    finally:
+        os.close(fd)

@@ -4,7 +4,10 @@ The layout TF Serving watches is `<base>/<name>/<version>/`, with a numeric
 version. `export` writes the SavedModel into a hidden temporary directory next
 to the target (which TF Serving ignores, its name not being a number) and
 renames it into place only once it is complete, so a server never loads a
-half-written version.
+half-written version. The version directory and everything in it get the
+permissions the umask gives (readable by a server running as another user
+under umask 022), and staging directories left by killed exports are removed
+(`keras_vit.export.files`).
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import re
 import shutil
 from collections.abc import Sequence
 
@@ -20,8 +24,8 @@ import tensorflow as tf
 
 import keras_vit
 from keras_vit.export import files
-from keras_vit.export.signatures import ServingGraph
-from keras_vit.export.signatures import build_archive
+from keras_vit.export.signatures import ServingGraph, build_archive
+from keras_vit.export.warmup import WARMUP_FILE, write_warmup_file
 from keras_vit.layers.utils import to_pair
 from keras_vit.models.resize import with_image_size
 
@@ -37,6 +41,7 @@ def export(
     overwrite: bool = False,
     image_size: int | tuple[int, int] | None = None,
     crop_fraction: float = 1.0,
+    warmup: bool = True,
 ) -> pathlib.Path:
     """Exports a ViT as a SavedModel with serving signatures.
 
@@ -53,13 +58,22 @@ def export(
       evaluation (`keras_vit.data.transforms.eval_resize`).
     - `features`: `images` uint8 -> `pooled`, the image representation.
 
-    Preprocessing (`[0, 255]` -> `[-1, 1]`) is part of the graph. A small
-    JSON description of the export (image size, classes, signatures) is
-    written to `assets.extra/keras_vit_export.json`.
+    Preprocessing (`[0, 255]` -> `[-1, 1]`) is part of the graph, and each
+    signature checks the shape of its input: a batch of another size or
+    channel count fails that request with an `InvalidArgumentError` saying
+    what was expected and what came. A small JSON description of the export
+    (image size, classes, signatures) is written to
+    `assets.extra/keras_vit_export.json`, and TF Serving's warm-up requests
+    (one per signature) to `assets.extra/tf_serving_warmup_requests`.
+
+    The version directory appears complete or not at all, with the
+    permissions the umask gives (`0o755`/`0o644` under umask 022). Staging
+    directories of killed exports in the same model directory are removed.
 
     Args:
         model: A model built by `keras_vit.ViT` (or loaded from `.keras`).
-        path: The version directory, e.g. `"saved_models/vit_b16/1"`.
+        path: The version directory, e.g. `"saved_models/vit_b16/1"`. Its
+            name must be a positive integer: TF Serving serves only those.
         class_names: Optional class names, one per class.
         top_k: Classes returned by `serving_bytes`; clipped to the number of
             classes. Defaults to 5.
@@ -71,14 +85,16 @@ def export(
         crop_fraction: Central crop of decoded images before the resize, in
             `(0, 1]`. Defaults to 1.0 (plain resize, as the reference's
             evaluation).
+        warmup: Write TF Serving's warm-up file, so that a new version is
+            warmed up before it serves. Defaults to `True`.
 
     Returns:
         The path of the written SavedModel.
 
     Raises:
         FileExistsError: if `path` exists and `overwrite` is `False`.
-        ValueError: for a model that cannot be served this way, or bad
-            arguments.
+        ValueError: for a version directory that is not a positive integer,
+            a model that cannot be served this way, or bad arguments.
 
     Example:
 
@@ -89,6 +105,7 @@ def export(
     ```
     """
     path = pathlib.Path(path)
+    check_version(path)
     files.check_target(path, overwrite, is_dir=True)
     if image_size is not None and to_pair(image_size, "image_size") != tuple(
         model.input_shape[1:3]
@@ -102,14 +119,30 @@ def export(
     staging = files.staging_dir(path)
     try:
         archive.write_out(str(staging), verbose=False)
-        _write_metadata(graph, staging)
+        if warmup:
+            write_warmup_file(graph, staging, model_name=path.parent.name)
+        _write_metadata(graph, staging, warmup)
+        files.finish(staging)
         files.move_into_place(staging, path, overwrite)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return path
 
 
-def metadata(graph: ServingGraph) -> dict:
+def check_version(path: pathlib.Path):
+    """Raises `ValueError` unless `path`'s name is a positive integer.
+
+    TF Serving loads only integer version directories. `01` is refused too:
+    a server reading it as version 1 would see two of them next to a `1`.
+    """
+    if not re.fullmatch(r"[1-9][0-9]*", path.name):
+        raise ValueError(
+            f"The version directory must be a positive integer (TF Serving "
+            f"serves only those), not {path.name!r}: {str(path)!r}."
+        )
+
+
+def metadata(graph: ServingGraph, warmup: bool = True) -> dict:
     """Returns the JSON-able description written next to the SavedModel."""
     return {
         "model_name": graph.model.name,
@@ -120,12 +153,13 @@ def metadata(graph: ServingGraph) -> dict:
         "crop_fraction": graph.crop_fraction,
         "input_range": "[0, 255]; mapped to [-1, 1] inside the graph",
         "signatures": sorted(graph.functions()),
+        "warmup_file": WARMUP_FILE if warmup else None,
         "keras_vit_version": keras_vit.__version__,
         "tensorflow_version": tf.__version__,
     }
 
 
-def _write_metadata(graph: ServingGraph, directory: pathlib.Path):
+def _write_metadata(graph: ServingGraph, directory: pathlib.Path, warmup: bool):
     target = directory / METADATA_FILE
     target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(json.dumps(metadata(graph), indent=2) + "\n")
+    target.write_text(json.dumps(metadata(graph, warmup), indent=2) + "\n")

@@ -13,7 +13,9 @@ need to know the normalisation.
 | `features` | `images` uint8 `(batch, H, W, 3)` | `pooled` float32 `(batch, dim)` |
 
 A model without a head (`include_top=False`) serves its representation:
-every signature then returns `pooled` only.
+every signature then returns `pooled` only. Every signature first checks the
+shape of its input (`check_shape`): a request of another size, channel count
+or rank fails alone, with a message saying what was expected.
 """  # noqa: E501
 
 from __future__ import annotations
@@ -23,9 +25,7 @@ from collections.abc import Sequence
 import keras
 import tensorflow as tf
 
-from keras_vit.data.transforms import decode_image
-from keras_vit.data.transforms import eval_resize
-from keras_vit.data.transforms import to_model_range
+from keras_vit.data.transforms import decode_image, eval_resize, to_model_range
 from keras_vit.models.features import feature_extractor
 
 SERVING_DEFAULT = "serving_default"
@@ -223,14 +223,15 @@ class ServingGraph:
 
     def serving_default(self, images: tf.Tensor) -> dict[str, tf.Tensor]:
         """uint8 `(B, H, W, 3)` -> `logits`, `probabilities`."""
-        return self.classify(images)
+        return self.classify(self._checked(images, SERVING_DEFAULT, "images"))
 
     def serving_float(self, images: tf.Tensor) -> dict[str, tf.Tensor]:
         """float32 `(B, H, W, 3)` in `[0, 255]` -> `logits`, `probabilities`."""
-        return self.classify(images)
+        return self.classify(self._checked(images, SERVING_FLOAT, "images"))
 
     def serving_bytes(self, image_bytes: tf.Tensor) -> dict[str, tf.Tensor]:
         """string `(B,)` -> `probabilities`, `top_k_*` (decoded, resized)."""
+        image_bytes = check_shape(image_bytes, (), SERVING_BYTES, "image_bytes")
         outputs = self.classify(self.decode(image_bytes))
         if self.head is None:
             return outputs
@@ -248,7 +249,53 @@ class ServingGraph:
 
     def features(self, images: tf.Tensor) -> dict[str, tf.Tensor]:
         """uint8 `(B, H, W, 3)` -> `pooled`, the image representation."""
+        images = self._checked(images, FEATURES, "images")
         return {"pooled": self.forward(images)["pooled"]}
+
+    def _checked(self, images: tf.Tensor, signature: str, key: str) -> tf.Tensor:
+        return check_shape(images, (*self.image_size, 3), signature, key)
+
+
+def check_shape(
+    tensor: tf.Tensor, dims: Sequence[int], signature: str, key: str
+) -> tf.Tensor:
+    """Returns `tensor`, once checked to be of shape `(batch, *dims)` when run.
+
+    A signature's declared input shape is not enforced when it runs: a
+    request of another size or channel count would otherwise fail deep in
+    the graph, or abort the whole process (a batch without its batch axis
+    fails a `CHECK` in the oneDNN convolution). Here it fails first, alone,
+    with an `InvalidArgumentError` saying what was expected and what came,
+    e.g. `serving_default: expected images of shape (batch, 32, 32, 3), got
+    (2, 64, 64, 3)`. The check is made on the runtime shape, written out as
+    a string, so that nothing can answer it from the declared static shape
+    (as `tf.rank` would, at trace time).
+
+    Args:
+        tensor: The signature's input.
+        dims: The expected shape after the batch axis.
+        signature: The signature's name, for the message.
+        key: The input's name, for the message.
+
+    Example:
+
+    ```python
+    images = check_shape(images, (224, 224, 3), "serving_default", "images")
+    ```
+    """
+    expected = ", ".join(["batch", *(str(int(d)) for d in dims)])
+    pattern = "[0-9]+" + "".join(f", {int(d)}" for d in dims)
+    got = tf.strings.reduce_join(
+        tf.strings.as_string(tf.shape(tensor)), separator=", "
+    )  # e.g. "2, 64, 64, 3"
+    message = tf.strings.join(
+        [f"{signature}: expected {key} of shape ({expected}), got (", got, ")"]
+    )
+    assertion = tf.debugging.Assert(
+        tf.strings.regex_full_match(got, pattern), [message]
+    )
+    with tf.control_dependencies([assertion]):
+        return tf.identity(tensor)  # Nothing downstream runs before the check.
 
 
 def build_archive(graph: ServingGraph) -> keras.export.ExportArchive:
