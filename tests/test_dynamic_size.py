@@ -152,3 +152,67 @@ def test_patch_size_override_loads_a_resized_kernel(tmp_path):
         load_weights(plain, tmp_path / "p8.weights.h5")
     with pytest.raises(ValueError, match="`patch_size` must be a positive integer"):
         keras_vit.ViT("test/8", patch_size=0)
+
+
+# -- serving any size ------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def dynamic_export(tmp_path_factory):
+    from keras_vit.export import export
+
+    model = keras_vit.ViT(
+        "test/4", image_size=16, num_classes=3, dynamic_image_size=True,
+        include_preprocessing=True,
+    )  # fmt: skip
+    randomize(model, seed=4)
+    base = tmp_path_factory.mktemp("dynamic_export")
+    export(model, base / "1")
+    export(model, base / "2", image_size=(24, 40))  # baked, for LiteRT / ONNX
+    export(model, base / "3", bytes_image_size=16)
+    return model, base
+
+
+def test_dynamic_export_serves_any_multiple_of_the_stride(dynamic_export):
+    model, base = dynamic_export
+    served = tf.saved_model.load(str(base / "1")).signatures
+    assert served["serving_default"].structured_input_signature[1]["images"].shape.as_list() == [
+        None, None, None, 3,
+    ]  # fmt: skip
+    for size in [(16, 16), (24, 40), (44, 8)]:
+        x = np.random.default_rng(0).integers(0, 256, (2, *size, 3)).astype("uint8")
+        expected = np.asarray(model(x.astype("float32")))
+        got = served["serving_default"](images=tf.constant(x))["logits"].numpy()
+        np.testing.assert_allclose(got, expected, atol=1e-5)
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"multiples of \(4, 4\), got \(2, 22, 40, 3\)"):
+        served["serving_default"](images=tf.zeros((2, 22, 40, 3), tf.uint8))
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"got \(2, 24, 40, 1\)"):
+        served["features"](images=tf.zeros((2, 24, 40, 1), tf.uint8))
+
+
+def test_dynamic_export_bytes_keep_or_resize(dynamic_export):
+    model, base = dynamic_export
+    rng = np.random.default_rng(1)
+    images = [rng.integers(0, 256, size).astype("uint8") for size in [(24, 40, 3), (12, 20, 3)]]
+    encoded = tf.constant([tf.io.encode_png(i).numpy() for i in images])
+    own = tf.saved_model.load(str(base / "1")).signatures["serving_bytes"](image_bytes=encoded)
+    for index, image in enumerate(images):  # each at its own size (on the grid)
+        expected = np.asarray(model(image[None].astype("float32")))
+        probabilities = tf.nn.softmax(expected).numpy()[0]
+        np.testing.assert_allclose(own["probabilities"].numpy()[index], probabilities, atol=1e-5)
+    fixed = tf.saved_model.load(str(base / "3")).signatures["serving_bytes"](image_bytes=encoded)
+    resized = tf.image.resize(np.stack([i.astype("float32") for i in images[:1]]), (16, 16))
+    expected = tf.nn.softmax(model(resized)).numpy()[0]
+    np.testing.assert_allclose(fixed["probabilities"].numpy()[0], expected, atol=1e-5)
+
+
+def test_baked_export_equals_the_dynamic_model(dynamic_export):
+    model, base = dynamic_export
+    baked = tf.saved_model.load(str(base / "2")).signatures["serving_default"]
+    assert baked.structured_input_signature[1]["images"].shape.as_list() == [None, 24, 40, 3]
+    x = np.random.default_rng(2).integers(0, 256, (2, 24, 40, 3)).astype("uint8")
+    np.testing.assert_allclose(
+        baked(images=tf.constant(x))["logits"].numpy(),
+        np.asarray(model(x.astype("float32"))),
+        atol=1e-5,
+    )

@@ -42,6 +42,8 @@ def export(
     image_size: int | tuple[int, int] | None = None,
     crop_fraction: float = 1.0,
     warmup: bool = True,
+    bytes_image_size: int | tuple[int, int] | None = None,
+    max_image_size: int = 1024,
 ) -> pathlib.Path:
     """Exports a ViT as a SavedModel with serving signatures.
 
@@ -87,6 +89,15 @@ def export(
             evaluation).
         warmup: Write TF Serving's warm-up file, so that a new version is
             warmed up before it serves. Defaults to `True`.
+        bytes_image_size: For a dynamic-size model
+            (`dynamic_image_size=True`), the size `serving_bytes` resizes
+            images to; `None` (default) keeps each image's own size, bounded
+            by `max_image_size` and rounded to the token stride. A
+            dynamic-size model exported without `image_size` serves any size
+            in its tensor signatures; with `image_size` it is baked to that
+            size (what LiteRT and ONNX conversion need).
+        max_image_size: Longest side `serving_bytes` keeps for a dynamic-size
+            model without `bytes_image_size`. Defaults to 1024.
 
     Returns:
         The path of the written SavedModel.
@@ -113,7 +124,9 @@ def export(
         model = with_image_size(model, image_size)
     # Everything that can fail on the model or the arguments fails here,
     # before anything is written.
-    graph = ServingGraph(model, class_names, top_k, crop_fraction)
+    graph = ServingGraph(
+        model, class_names, top_k, crop_fraction, bytes_image_size, max_image_size
+    )
     archive = build_archive(graph)
 
     staging = files.staging_dir(path)
@@ -146,7 +159,12 @@ def metadata(graph: ServingGraph, warmup: bool = True) -> dict:
     """Returns the JSON-able description written next to the SavedModel."""
     return {
         "model_name": graph.model.name,
-        "image_size": list(graph.image_size),
+        "image_size": None if graph.dynamic else list(graph.image_size),
+        "dynamic_image_size": graph.dynamic,
+        "token_stride": list(graph.stride),
+        "bytes_image_size": (
+            None if graph.bytes_image_size is None else list(graph.bytes_image_size)
+        ),
         "num_classes": graph.num_classes,
         "class_names": list(graph.class_names) if graph.class_names else None,
         "top_k": graph.top_k,

@@ -16,6 +16,14 @@ A model without a head (`include_top=False`) serves its representation:
 every signature then returns `pooled` only. Every signature first checks the
 shape of its input (`check_shape`): a request of another size, channel count
 or rank fails alone, with a message saying what was expected.
+
+A dynamic-size model (`keras_vit.ViT(..., dynamic_image_size=True)`) is
+served at any size: `serving_default`, `serving_float` and `features` take
+`(batch, H, W, 3)` with `H` and `W` any multiples of the token stride (any
+size at all when the model pads), and `serving_bytes` either resizes every
+image to one size (`bytes_image_size`) or keeps each decoded image's own
+size, shrunk to at most `max_image_size` pixels on its longer side and
+rounded to the token stride, running the images one at a time.
 """  # noqa: E501
 
 from __future__ import annotations
@@ -26,7 +34,9 @@ import keras
 import tensorflow as tf
 
 from keras_vit.data.transforms import decode_image, eval_resize, to_model_range
+from keras_vit.layers.utils import to_pair
 from keras_vit.models.features import feature_extractor
+from keras_vit.models.layout import ViTLayout
 
 SERVING_DEFAULT = "serving_default"
 SERVING_FLOAT = "serving_float"
@@ -55,6 +65,13 @@ class ServingGraph:
         crop_fraction: Central crop applied to decoded images before the
             resize, see `keras_vit.data.transforms.eval_resize`. Defaults to
             1.0 (plain resize, as the reference's evaluation).
+        bytes_image_size: For a dynamic-size model, the size `serving_bytes`
+            resizes every image to; `None` (default) keeps each image's own
+            size (bounded by `max_image_size`). Static models always resize
+            to their input size.
+        max_image_size: For a dynamic-size model with `bytes_image_size=None`:
+            images whose longer side exceeds it are shrunk to it (aspect
+            kept). Defaults to 1024.
     """
 
     def __init__(
@@ -63,21 +80,28 @@ class ServingGraph:
         class_names: Sequence[str] | None = None,
         top_k: int = 5,
         crop_fraction: float = 1.0,
+        bytes_image_size: int | tuple[int, int] | None = None,
+        max_image_size: int = 1024,
     ):
         if len(model.inputs) != 1 or len(model.input_shape) != 4:
             raise ValueError(
                 f"{model.name!r} must take one (batch, height, width, channels) "
                 f"input. Received input_shape={model.input_shape}."
             )
-        height, width, channels = model.input_shape[1:]
-        if channels != 3:
+        layout = ViTLayout.of(model)
+        if layout.channels != 3:
             raise ValueError(
-                f"Exports serve RGB images; {model.name!r} has {channels} channels."
+                f"Exports serve RGB images; {model.name!r} has {layout.channels} "
+                "channels."
             )
-        if _find_layer(model, "pool") is None:
+        if layout.pooled_name is None:
             raise ValueError(
-                f"{model.name!r} has no 'pool' layer: exports serve a pooled "
+                f"{model.name!r} has no pooling layer: exports serve a pooled "
                 "representation. Build the model with pooling='token' or 'gap'."
+            )
+        if int(max_image_size) < 1:
+            raise ValueError(
+                f"`max_image_size` must be >= 1. Received: {max_image_size}"
             )
         if int(top_k) < 1:
             raise ValueError(f"`top_k` must be >= 1. Received: top_k={top_k}")
@@ -86,15 +110,27 @@ class ServingGraph:
                 f"`crop_fraction` must be in (0, 1]. Received: {crop_fraction}"
             )
         self.model = model
-        self.image_size = (int(height), int(width))
+        self.dynamic = layout.dynamic
+        # The example and (static) serving size; a dynamic model's native one.
+        self.image_size = layout.native_image_size if self.dynamic else layout.image_size
+        self.stride = layout.stride
+        self.pads_images = layout.pads_images
+        self.bytes_image_size = None
+        if bytes_image_size is not None or not self.dynamic:
+            self.bytes_image_size = (
+                self.image_size
+                if bytes_image_size is None
+                else to_pair(bytes_image_size, "bytes_image_size")
+            )
+        self.max_image_size = int(max_image_size)
         self.crop_fraction = float(crop_fraction)
         # One functional model over the same layers gives the representation;
         # the logits follow from it through the head's weights.
         self.features_model = feature_extractor(
             model, blocks=None, include_tokens=False
         )
-        self.head = _find_layer(model, "head")
-        self.includes_preprocessing = _find_layer(model, "preprocessing") is not None
+        self.head = layout.head
+        self.includes_preprocessing = layout.has_preprocessing
         self.num_classes = None
         self.probabilities_fn = None
         if self.head is not None:
@@ -143,7 +179,7 @@ class ServingGraph:
 
     def input_signatures(self) -> dict[str, list[tf.TensorSpec]]:
         """Returns each signature's input specs, by signature name."""
-        height, width = self.image_size
+        height, width = (None, None) if self.dynamic else self.image_size
         uint8 = tf.TensorSpec((None, height, width, 3), tf.uint8, name="images")
         float32 = tf.TensorSpec((None, height, width, 3), tf.float32, name="images")
         encoded = tf.TensorSpec((None,), tf.string, name="image_bytes")
@@ -192,7 +228,8 @@ class ServingGraph:
             pixels: `(batch, H, W, 3)` pixels in `[0, 255]`, any real dtype.
         """
         if self._traced_forward is None:
-            spec = tf.TensorSpec((None, *self.image_size, 3), tf.float32)
+            size = (None, None) if self.dynamic else self.image_size
+            spec = tf.TensorSpec((None, *size, 3), tf.float32)
             self._traced_forward = tf.function(
                 self._forward, input_signature=[spec], autograph=False
             )
@@ -206,18 +243,57 @@ class ServingGraph:
         return {key: outputs[key] for key in ("logits", "probabilities")}
 
     def decode(self, image_bytes: tf.Tensor) -> tf.Tensor:
-        """`(B,)` encoded images -> `(B, H, W, 3)` float32 pixels in `[0, 255]`."""
-        height, width = self.image_size
+        """`(B,)` encoded images -> `(B, H, W, 3)` float32 pixels in `[0, 255]`.
+
+        Every image is resized to `bytes_image_size`.
+        """
+        height, width = self.bytes_image_size
 
         def load(contents):
             image = decode_image(contents)
-            return eval_resize(image, self.image_size, self.crop_fraction)
+            return eval_resize(image, self.bytes_image_size, self.crop_fraction)
 
         return tf.map_fn(
             load,
             image_bytes,
             fn_output_signature=tf.TensorSpec((height, width, 3), tf.float32),
         )
+
+    def own_size(self, image: tf.Tensor) -> tf.Tensor:
+        """One decoded image at its own size, bounded and on the token grid.
+
+        The longer side is shrunk to `max_image_size` when larger (aspect
+        kept); each side is then rounded to a multiple of the token stride
+        (at least one token), unless the model pads images itself.
+        """
+        if self.crop_fraction < 1.0:
+            image = tf.image.central_crop(image, self.crop_fraction)
+        size = tf.cast(tf.shape(image)[:2], tf.float32)  # (2,)
+        scale = tf.minimum(1.0, self.max_image_size / tf.reduce_max(size))
+        size = size * scale
+        if not self.pads_images:
+            stride = tf.constant(self.stride, tf.float32)
+            size = tf.maximum(tf.round(size / stride), 1.0) * stride
+        size = tf.cast(tf.maximum(tf.round(size), 1.0), tf.int32)
+        image = tf.image.resize(image, size, method="bilinear")  # as eval_resize
+        return tf.cast(image, tf.float32)  # (h, w, 3)
+
+    def classify_each(self, image_bytes: tf.Tensor) -> dict[str, tf.Tensor]:
+        """`(B,)` encoded images, each run at its own size (dynamic models)."""
+        keys = ("pooled",) if self.head is None else ("logits", "probabilities")
+        width = {"pooled": None, "logits": self.num_classes}
+        width["probabilities"] = self.num_classes
+
+        def run(contents):
+            pixels = self.own_size(decode_image(contents))[None]  # (1, h, w, 3)
+            outputs = self.classify(pixels)
+            return {key: outputs[key][0] for key in keys}
+
+        dim = self.features_model.outputs[0].shape[-1]
+        signature = {
+            key: tf.TensorSpec((width[key] or dim,), tf.float32) for key in keys
+        }
+        return tf.map_fn(run, image_bytes, fn_output_signature=signature)
 
     # The signatures ----------------------------------------------------------
 
@@ -232,7 +308,10 @@ class ServingGraph:
     def serving_bytes(self, image_bytes: tf.Tensor) -> dict[str, tf.Tensor]:
         """string `(B,)` -> `probabilities`, `top_k_*` (decoded, resized)."""
         image_bytes = check_shape(image_bytes, (), SERVING_BYTES, "image_bytes")
-        outputs = self.classify(self.decode(image_bytes))
+        if self.bytes_image_size is None:
+            outputs = self.classify_each(image_bytes)
+        else:
+            outputs = self.classify(self.decode(image_bytes))
         if self.head is None:
             return outputs
         probabilities = outputs["probabilities"]
@@ -253,11 +332,18 @@ class ServingGraph:
         return {"pooled": self.forward(images)["pooled"]}
 
     def _checked(self, images: tf.Tensor, signature: str, key: str) -> tf.Tensor:
-        return check_shape(images, (*self.image_size, 3), signature, key)
+        if not self.dynamic:
+            return check_shape(images, (*self.image_size, 3), signature, key)
+        multiple = (1, 1) if self.pads_images else self.stride
+        return check_shape(images, (None, None, 3), signature, key, multiple)
 
 
 def check_shape(
-    tensor: tf.Tensor, dims: Sequence[int], signature: str, key: str
+    tensor: tf.Tensor,
+    dims: Sequence[int | None],
+    signature: str,
+    key: str,
+    multiple: tuple[int, int] = (1, 1),
 ) -> tf.Tensor:
     """Returns `tensor`, once checked to be of shape `(batch, *dims)` when run.
 
@@ -273,9 +359,12 @@ def check_shape(
 
     Args:
         tensor: The signature's input.
-        dims: The expected shape after the batch axis.
+        dims: The expected shape after the batch axis; `None` for any size
+            (an image height or width of a dynamic-size model).
         signature: The signature's name, for the message.
         key: The input's name, for the message.
+        multiple: For `None` height and width, what they must be multiples
+            of (the token stride of a dynamic model that does not pad).
 
     Example:
 
@@ -283,17 +372,35 @@ def check_shape(
     images = check_shape(images, (224, 224, 3), "serving_default", "images")
     ```
     """
-    expected = ", ".join(["batch", *(str(int(d)) for d in dims)])
-    pattern = "[0-9]+" + "".join(f", {int(d)}" for d in dims)
+    names = {1: "height", 2: "width"}
+    expected = ", ".join(
+        ["batch", *(names.get(i, "?") if d is None else str(int(d)) for i, d in enumerate(dims, 1))]
+    )
+    pattern = "[0-9]+" + "".join(
+        ", [1-9][0-9]*" if d is None else f", {int(d)}" for d in dims
+    )
     got = tf.strings.reduce_join(
         tf.strings.as_string(tf.shape(tensor)), separator=", "
     )  # e.g. "2, 64, 64, 3"
+    suffix = ""
+    ok = tf.strings.regex_full_match(got, pattern)
+    if None in dims and multiple != (1, 1):
+        suffix = f" with height and width multiples of {multiple}"
+
+
+        def fits():
+            shape = tf.shape(tensor)
+            return tf.logical_and(
+                tf.equal(shape[1] % multiple[0], 0),
+                tf.equal(shape[2] % multiple[1], 0),
+            )
+
+        # The shape test first: `shape[1]` exists only for a tensor of rank 4.
+        ok = tf.cond(ok, fits, lambda: tf.constant(False))
     message = tf.strings.join(
-        [f"{signature}: expected {key} of shape ({expected}), got (", got, ")"]
+        [f"{signature}: expected {key} of shape ({expected}){suffix}, got (", got, ")"]
     )
-    assertion = tf.debugging.Assert(
-        tf.strings.regex_full_match(got, pattern), [message]
-    )
+    assertion = tf.debugging.Assert(ok, [message])
     with tf.control_dependencies([assertion]):
         return tf.identity(tensor)  # Nothing downstream runs before the check.
 
@@ -309,9 +416,3 @@ def build_archive(graph: ServingGraph) -> keras.export.ExportArchive:
         archive.add_endpoint(name, fn, input_signature=specs[name])
     return archive
 
-
-def _find_layer(model: keras.Model, name: str):
-    for layer in model.layers:
-        if layer.name == name:
-            return layer
-    return None

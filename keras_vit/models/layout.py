@@ -145,14 +145,38 @@ class ViTLayout:
         return self.grid_size[0] * self.grid_size[1]
 
     @property
+    def dynamic(self) -> bool:
+        """Whether the model takes images of any size (`dynamic_image_size`)."""
+        return None in self.image_size
+
+    @property
     def stride(self) -> tuple[int, int]:
-        """Pixels between neighbouring patch centres `(dy, dx)`."""
-        if None in self.image_size:
-            raise LayoutError(f"Model {self.model.name!r} has no fixed input size.")
-        return (
-            self.image_size[0] // self.grid_size[0],
-            self.image_size[1] // self.grid_size[1],
-        )
+        """Pixels between neighbouring patch centres `(dy, dx)`: the token stride."""
+        if not self.dynamic:
+            return (
+                self.image_size[0] // self.grid_size[0],
+                self.image_size[1] // self.grid_size[1],
+            )
+        # Images -> what the patch embedding runs on, inferred on a probe size
+        # (shapes only, nothing is computed): its downsampling times the patch.
+        probe = 1024
+        stem = keras.Model(self.model.inputs[0], self.embedding.input)
+        shape = stem.compute_output_spec(
+            keras.KerasTensor((1, probe, probe, self.channels))
+        ).shape
+        patch = self.position_embedding.patch_size
+        return (probe // shape[1] * patch[0], probe // shape[2] * patch[1])
+
+    @property
+    def native_image_size(self) -> tuple[int, int]:
+        """The input size the position table was made for (grid x stride)."""
+        stride = self.stride
+        return (self.grid_size[0] * stride[0], self.grid_size[1] * stride[1])
+
+    @property
+    def pads_images(self) -> bool:
+        """Whether images are zero-padded to a multiple of the token stride."""
+        return self.has(PADDING)
 
     # -- layers --------------------------------------------------------------
     def layer(self, name: str) -> keras.layers.Layer:

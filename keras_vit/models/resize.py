@@ -22,6 +22,8 @@ def with_image_size(
     the paper's recipe for fine-tuning or serving at a higher resolution
     (§3.2). Works for plain and hybrid models, square or not. The weights
     move through `keras_vit.weights.load_weights`, like every other load.
+    A dynamic-size model (`dynamic_image_size=True`) becomes a fixed-size
+    one, equal to it at that size: what LiteRT and ONNX exports need.
 
     Args:
         model: A functional model built by `keras_vit.ViT` (or loaded).
@@ -63,6 +65,10 @@ def with_image_size(
             layer_config["config"]["batch_shape"] = [shape[0], new_h, new_w, *shape[3:]]
         if layer_config["config"].get("name") == names.POSEMB:
             layer_config["config"]["grid_size"] = list(new_grid)
+            if layer_config["config"].get("dynamic"):
+                layer_config["config"]["dynamic"] = False
+                method = layer_config["config"]["resample_method"]
+                align_corners = None
     resized = model.__class__.from_config(config)
     load_weights(resized, model, resample_method=method, align_corners=align_corners)
     return resized
