@@ -60,7 +60,9 @@ def versions(impl: str) -> str:
     else:
         import keras_vit
 
-        library = f"keras_vit {keras_vit.__version__}"
+        switches = keras_vit.layers.speed_switches()
+        on = ", ".join(name for name, value in switches.items() if value) or "none"
+        library = f"keras_vit {keras_vit.__version__} (speed switches on: {on})"
     return f"{library}, Keras {keras.__version__}, TF {tf.__version__}"
 
 

@@ -10,7 +10,10 @@ second of this process, which moves little with other processes' load).
 The "before" implementations below are the layer calls keras_vit had before
 this work (`ops.dot_product_attention` on `(B, N, H, Dh)` slices, 3-D dense
 layers, `+` for the biases), and a separate-projection variant; they are
-patched in only while their variant is traced.
+patched in only while their variant is traced. The levers that have a public
+speed switch (`keras_vit.layers.fused_attention`, `bfloat16_softmax`,
+`closed_form_layer_norm`, `erf_gelu`) are flipped with its context manager
+while their variant is traced.
 
 Usage:
 
@@ -122,33 +125,30 @@ def sliced_qkv():
 
 def ops_gelu_in_training():
     """`keras.ops.gelu` (TensorFlow's erfc form) in training too."""
-    from keras import ops
+    from keras_vit import layers
 
-    from keras_vit.layers import transformer_block
-
-    def gelu(x, approximate=False, training=None):
-        return ops.gelu(x, approximate=approximate)
-
-    return mock.patch.object(transformer_block, "gelu", gelu)
+    return layers.erf_gelu(False)
 
 
 def keras_layer_norm_gradient():
     """Keras' layer normalization op, differentiated by TensorFlow."""
-    import keras
+    from keras_vit import layers
 
-    from keras_vit.layers import LayerNorm
-
-    def call(self, inputs, training=None):
-        return keras.layers.LayerNormalization.call(self, inputs)
-
-    return mock.patch.object(LayerNorm, "call", call)
+    return layers.closed_form_layer_norm(False)
 
 
 def float32_softmax():
     """The attention softmax in float32 under a bfloat16 policy too."""
-    from keras_vit.layers import attention
+    from keras_vit import layers
 
-    return mock.patch.object(attention, "_BFLOAT16_SOFTMAX", False)
+    return layers.bfloat16_softmax(False)
+
+
+def fused_attention():
+    """The attention core as `keras.ops.dot_product_attention`."""
+    from keras_vit import layers
+
+    return layers.fused_attention(True)
 
 
 def traced_train_step(model, x, patch=contextlib.nullcontext):
@@ -199,12 +199,19 @@ def images(batch: int, image_size: int):
     return rng.uniform(-1, 1, (batch, image_size, image_size, 3)).astype("float32")
 
 
-def traced(model, x, jit_compile=False, attention_call=None, block_call=None):
-    """A `tf.function` of the model traced with the given layer calls."""
+def traced(
+    model,
+    x,
+    jit_compile=False,
+    attention_call=None,
+    block_call=None,
+    switch=contextlib.nullcontext,
+):
+    """A `tf.function` of the model traced with the given layer calls/switch."""
     import tensorflow as tf
 
     function = tf.function(lambda t: model(t, training=False), jit_compile=jit_compile)
-    with patched(attention_call, block_call):
+    with patched(attention_call, block_call), switch():
         function.get_concrete_function(tf.constant(x))
     tensor = tf.constant(x)
     return lambda: function(tensor).numpy()
@@ -263,6 +270,9 @@ def lever_in_process(lever: str, args) -> tuple[dict, dict]:
             ),
             "separate Q/K/V projections": traced(
                 model, x, attention_call=attention_separate
+            ),
+            "fused_attention switch on (ops.dot_product_attention)": traced(
+                model, x, switch=fused_attention
             ),
         }
     elif lever == "train":

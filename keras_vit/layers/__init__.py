@@ -1,7 +1,23 @@
-"""The ViT layers, each registered for `.keras` serialization."""
+"""The ViT layers, each registered for `.keras` serialization, and the speed
+switches that pick their code paths (`keras_vit/layers/config.py`)."""
 
 from keras_vit.layers.attention import MultiHeadSelfAttention
 from keras_vit.layers.class_token import ClassToken
+from keras_vit.layers.config import (
+    bfloat16_softmax,
+    closed_form_layer_norm,
+    erf_gelu,
+    fused_attention,
+    set_bfloat16_softmax,
+    set_closed_form_layer_norm,
+    set_erf_gelu,
+    set_fused_attention,
+    speed_switches,
+    use_bfloat16_softmax,
+    use_closed_form_layer_norm,
+    use_erf_gelu,
+    use_fused_attention,
+)
 from keras_vit.layers.drop_path import DropPath
 from keras_vit.layers.layer_norm import LayerNorm
 from keras_vit.layers.patch_embedding import PatchEmbedding
@@ -20,4 +36,17 @@ __all__ = [
     "StdConv2D",
     "TokenPooling",
     "TransformerBlock",
+    "bfloat16_softmax",
+    "closed_form_layer_norm",
+    "erf_gelu",
+    "fused_attention",
+    "set_bfloat16_softmax",
+    "set_closed_form_layer_norm",
+    "set_erf_gelu",
+    "set_fused_attention",
+    "speed_switches",
+    "use_bfloat16_softmax",
+    "use_closed_form_layer_norm",
+    "use_erf_gelu",
+    "use_fused_attention",
 ]

@@ -5,12 +5,7 @@ from __future__ import annotations
 import keras
 from keras import ops
 
-# On JAX and PyTorch `ops.dot_product_attention` reaches fused (flash) kernels;
-# on TensorFlow it is the same einsum chain as below plus four transposes.
-_FUSED_ATTENTION = keras.backend.backend() != "tensorflow"
-# The softmax of a bfloat16 model runs in bfloat16 (see the class docstring);
-# `benchmarks/levers.py` turns this off to measure the float32 alternative.
-_BFLOAT16_SOFTMAX = True
+from keras_vit.layers.config import use_bfloat16_softmax, use_fused_attention
 
 
 @keras.saving.register_keras_serializable(package="keras_vit")
@@ -32,13 +27,14 @@ class MultiHeadSelfAttention(keras.layers.Layer):
     attention products are plain batched matrix multiplications. On the JAX
     and PyTorch backends, when no scores are requested and no attention
     dropout is active, the layer calls `keras.ops.dot_product_attention`,
-    which reaches their fused (flash) kernels. Everywhere else the softmax
+    which reaches their fused (flash) kernels (switch:
+    `keras_vit.layers.fused_attention`). Everywhere else the softmax
     runs in float32, except under a bfloat16 compute dtype when no scores are
     requested: bfloat16 has float32's exponent range and oneDNN's bfloat16
     softmax accumulates in float32, so the probabilities are the same values
     as float32's rounded to bfloat16, without two casts of the
     `(B, H, N, N)` logits each way (5% of a ViT-Ti/16 bfloat16 training
-    step).
+    step; switch: `keras_vit.layers.bfloat16_softmax`).
 
     Args:
         num_heads: Number of attention heads; must divide the input width.
@@ -141,7 +137,8 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         qkv = ops.reshape(qkv, (batch_size, length, 3, heads, head_dim))
 
         use_dropout = training and self.attention_dropout_rate > 0
-        if _FUSED_ATTENTION and not (return_attention_scores or use_dropout):
+        fused = use_fused_attention()
+        if fused and not (return_attention_scores or use_dropout):
             query, key, value = qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2]
             context = ops.dot_product_attention(query, key, value)  # (B, N, H, Dh)
             scores = None
@@ -154,7 +151,7 @@ class MultiHeadSelfAttention(keras.layers.Layer):
             query, key, value = ops.unstack(qkv, 3, axis=0)  # (B, H, N, Dh) each
             query = query * ops.cast(head_dim**-0.5, dtype)
             logits = ops.einsum("bhqd,bhkd->bhqk", query, key)  # (B, H, N, N)
-            in_bfloat16 = _BFLOAT16_SOFTMAX and dtype == "bfloat16"
+            in_bfloat16 = use_bfloat16_softmax() and dtype == "bfloat16"
             in_bfloat16 = in_bfloat16 and not return_attention_scores
             softmax_dtype = dtype if in_bfloat16 else "float32"
             scores = ops.softmax(ops.cast(logits, softmax_dtype), axis=-1)

@@ -5,11 +5,7 @@ from __future__ import annotations
 import keras
 from keras import ops
 
-# TensorFlow differentiates Keras' layer normalization op by op (moments,
-# rsqrt, broadcasts: a dozen element-wise passes); the closed form below needs
-# about half of them. JAX (XLA fuses either way) and PyTorch (Keras calls
-# `F.layer_norm`) keep Keras' own op.
-_CLOSED_FORM_GRADIENT = keras.backend.backend() == "tensorflow"
+from keras_vit.layers.config import use_closed_form_layer_norm
 
 
 @keras.saving.register_keras_serializable(package="keras_vit")
@@ -25,7 +21,9 @@ class LayerNorm(keras.layers.LayerNormalization):
     with `x_hat` and `1 / sigma` kept from the forward pass: 20-30% less
     time for the forward and backward passes than differentiating Keras'
     op graph (layer norms are about a fifth of a ViT-Ti/16 training step's
-    non-matmul time). Inference calls Keras' op unchanged.
+    non-matmul time). Inference calls Keras' op unchanged. The switch
+    `keras_vit.layers.closed_form_layer_norm` turns this on or off (on by
+    default on TensorFlow only).
 
     Args:
         axis: Must be the last axis, -1 (the default).
@@ -76,8 +74,9 @@ class LayerNorm(keras.layers.LayerNormalization):
         )
 
     def call(self, inputs, training=None):
-        closed_form = self.center and self.scale and not self.rms_scaling
-        if not (training and closed_form and _CLOSED_FORM_GRADIENT):
+        closed_form = use_closed_form_layer_norm()
+        closed_form = closed_form and self.center and self.scale
+        if not (training and closed_form and not self.rms_scaling):
             return super().call(inputs)
         # Tensors, not the variables: the gradient then flows through the
         # function's inputs (TensorFlow's custom gradients need that).

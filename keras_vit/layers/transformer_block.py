@@ -6,6 +6,7 @@ import keras
 from keras import ops
 
 from keras_vit.layers.attention import MultiHeadSelfAttention
+from keras_vit.layers.config import use_erf_gelu
 from keras_vit.layers.drop_path import DropPath
 from keras_vit.layers.layer_norm import LayerNorm
 
@@ -23,7 +24,8 @@ def gelu(x, approximate: bool = False, training: bool | None = None):
     float32: the same function, with fewer and cheaper ops in the forward
     and backward passes than TensorFlow's `gelu` (whose bfloat16 `erfc` and
     `exp` are slow), 20-45% less time for the pair. The two forms agree to
-    5e-7 (the far negative tail, where `1 + erf` rounds).
+    5e-7 (the far negative tail, where `1 + erf` rounds). The switch
+    `keras_vit.layers.erf_gelu` turns the training form off (on by default).
 
     Args:
         x: Pre-activations, any float dtype.
@@ -37,7 +39,8 @@ def gelu(x, approximate: bool = False, training: bool | None = None):
 
     >>> gelu(keras.ops.convert_to_tensor([0.0, 1.0]))  # [0, 0.8413]
     """
-    if approximate or not training:
+    erf_form = use_erf_gelu()
+    if approximate or not (training and erf_form):
         return ops.gelu(x, approximate=approximate)
     cdf = 0.5 + 0.5 * ops.erf(ops.cast(x, "float32") * _SQRT_HALF)
     return x * ops.cast(cdf, x.dtype)
@@ -70,12 +73,25 @@ class TransformerBlock(keras.layers.Layer):
         training: Python bool enabling dropout and stochastic depth.
         return_attention_scores: If `True`, return `(outputs, scores)` with
             scores of shape `(batch, heads, tokens, tokens)`.
+        return_intermediates: If `True`, return `(outputs, intermediates)`,
+            the block's own record of its internals (as big_vision's
+            `Encoder1DBlock` returns its `out` dict), so that analyses never
+            replay the block by hand: `"scores"` (attention probabilities
+            `(batch, heads, tokens, tokens)`, float32), `"attention"` (the
+            attention branch after dropout, `(batch, tokens, dim)`),
+            `"after_attention"` (`inputs` plus that branch, the state between
+            the two residual sub-blocks), `"mlp"` (the MLP branch) and
+            `"outputs"`.
 
     Example:
 
     >>> block = keras_vit.layers.TransformerBlock(num_heads=12, mlp_dim=3072)
     >>> block(np.zeros((2, 197, 768), "float32")).shape
     (2, 197, 768)
+    >>> _, out = block(np.zeros((2, 197, 768), "float32"),
+    ...                return_intermediates=True)
+    >>> out["scores"].shape, out["after_attention"].shape
+    ((2, 12, 197, 197), (2, 197, 768))
 
     Reference:
     - [Dosovitskiy et al., 2021](https://arxiv.org/abs/2010.11929), Eq. 2-3.
@@ -150,16 +166,25 @@ class TransformerBlock(keras.layers.Layer):
         )
         self.mlp_dense_2.build((*input_shape[:-1], self.mlp_dim))
 
-    def call(self, inputs, training=None, return_attention_scores=False):
+    def call(
+        self,
+        inputs,
+        training=None,
+        return_attention_scores=False,
+        return_intermediates=False,
+    ):
+        with_scores = return_attention_scores or return_intermediates
         x = self.norm_1(inputs, training=training)
-        if return_attention_scores:
+        if with_scores:
             x, scores = self.attention(
                 x, training=training, return_attention_scores=True
-            )
+            )  # (B, N, D), (B, H, N, N)
         else:
-            x = self.attention(x, training=training)
-        x = self.attention_output_dropout(x, training=training)
-        x = inputs + self.drop_path(x, training=training)  # (B, N, D)
+            x = self.attention(x, training=training)  # (B, N, D)
+        attention = self.drop_path(
+            self.attention_output_dropout(x, training=training), training=training
+        )
+        x = inputs + attention  # (B, N, D)
 
         # The MLP runs on (B*N, D) rows: a 2-D matmul, bias add and GELU are
         # fused into one oneDNN kernel by TensorFlow's graph optimiser.
@@ -171,7 +196,16 @@ class TransformerBlock(keras.layers.Layer):
         y = self.mlp_dropout_1(y, training=training)
         y = self.mlp_dense_2(y)  # (B*N, D)
         y = self.mlp_dropout_2(ops.reshape(y, shape), training=training)  # (B, N, D)
-        outputs = x + self.drop_path(y, training=training)
+        mlp = self.drop_path(y, training=training)
+        outputs = x + mlp  # (B, N, D)
+        if return_intermediates:
+            return outputs, {
+                "scores": scores,
+                "attention": attention,
+                "after_attention": x,
+                "mlp": mlp,
+                "outputs": outputs,
+            }
         if return_attention_scores:
             return outputs, scores
         return outputs
@@ -179,11 +213,26 @@ class TransformerBlock(keras.layers.Layer):
     def compute_output_shape(self, input_shape):
         return input_shape
 
-    def compute_output_spec(self, inputs, training=None, return_attention_scores=False):
+    def compute_output_spec(
+        self,
+        inputs,
+        training=None,
+        return_attention_scores=False,
+        return_intermediates=False,
+    ):
         # Same shapes as the attention sub-block: (B, N, D) and (B, H, N, N).
-        return self.attention.compute_output_spec(
-            inputs, return_attention_scores=return_attention_scores
+        if not return_intermediates:
+            return self.attention.compute_output_spec(
+                inputs, return_attention_scores=return_attention_scores
+            )
+        outputs, scores = self.attention.compute_output_spec(
+            inputs, return_attention_scores=True
         )
+        tokens = {
+            key: keras.KerasTensor(outputs.shape, outputs.dtype)
+            for key in ("attention", "after_attention", "mlp", "outputs")
+        }
+        return outputs, {"scores": scores, **tokens}
 
     def get_config(self):
         config = super().get_config()

@@ -5,6 +5,8 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
+from keras_vit import keras_internals
+
 
 def prepare_multi_worker_fit(model: keras.Model, strategy, dataset) -> None:
     """Lets `model.fit`/`evaluate` run under `MultiWorkerMirroredStrategy`.
@@ -22,7 +24,9 @@ def prepare_multi_worker_fit(model: keras.Model, strategy, dataset) -> None:
        of length 1, which that reduction removes again.
 
     Only this model instance is changed, and only under a multi-worker
-    strategy; other strategies are left alone.
+    strategy; other strategies are left alone. The Keras internals this
+    relies on are in `keras_vit.keras_internals` (`build_for_fit`,
+    `logs_with_batch_axis`), each with a probe test.
 
     Args:
         model: A compiled model, created under `strategy.scope()`.
@@ -33,19 +37,5 @@ def prepare_multi_worker_fit(model: keras.Model, strategy, dataset) -> None:
     if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
         return
     with strategy.scope():
-        model._symbolic_build(data_batch=next(iter(dataset.take(1))))
-    model._maybe_symbolic_build = _already_built
-    model.train_step = _with_batch_axis(model.train_step)
-    model.test_step = _with_batch_axis(model.test_step)
-
-
-def _already_built(iterator=None, data_batch=None):
-    return None
-
-
-def _with_batch_axis(step):
-    def wrapped(data):
-        logs = step(data)
-        return keras.tree.map_structure(lambda v: tf.reshape(v, (1,)), logs)
-
-    return wrapped
+        keras_internals.build_for_fit(model, next(iter(dataset.take(1))))
+    keras_internals.logs_with_batch_axis(model)

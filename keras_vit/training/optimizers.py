@@ -5,6 +5,8 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
+from keras_vit.keras_internals import ClipGradientsHook
+
 OPTIMIZERS = ("adamw", "adam", "sgd")
 
 # Variables left out of weight decay, matched against variable names: biases,
@@ -13,7 +15,7 @@ OPTIMIZERS = ("adamw", "adam", "sgd")
 NO_WEIGHT_DECAY = ("bias", "gamma", "beta", "token", "embedding")
 
 
-class _SummedGradientClipping:
+class _SummedGradientClipping(ClipGradientsHook):
     """Clips the global norm of the gradient summed over replicas.
 
     Keras clips in each replica, before the gradients are summed across
@@ -21,17 +23,18 @@ class _SummedGradientClipping:
     share rather than the gradient of the step, so training would depend on
     the number of devices. Here every replica scales its share by the factor
     computed from the summed gradient (one extra all-reduce), which is
-    exactly `clip_by_global_norm` of the step's gradient.
+    exactly `clip_by_global_norm` of the step's gradient. Keras's private
+    clipping step is reached through `keras_internals.ClipGradientsHook`.
     """
 
-    def _clip_gradients(self, grads):
+    def clip_gradients(self, grads):
         context = tf.distribute.get_replica_context()
         if (
             not self.global_clipnorm
             or context is None
             or context.num_replicas_in_sync == 1
         ):
-            return super()._clip_gradients(grads)
+            return super().clip_gradients(grads)
         present = [g for g in grads if g is not None]
         summed = context.all_reduce(tf.distribute.ReduceOp.SUM, present)
         norm = tf.linalg.global_norm(summed)
