@@ -216,12 +216,16 @@ ALL_LAYERS = [
     layers.PatchEmbedding(16, (4, 2)),
     layers.ClassToken(),
     layers.AddPositionEmbedding((2, 3), num_prefix_tokens=0),
+    layers.AddPositionEmbedding(
+        (2, 3), dynamic=True, patch_size=(4, 2), resample_method="timm"
+    ),
     layers.MultiHeadSelfAttention(4, attention_dropout_rate=0.1),
     layers.TransformerBlock(4, 32, 0.1, 0.1, 0.2, 1e-5, True),
     layers.DropPath(0.2, seed=3),
     layers.TokenPooling("gap", 2),
     layers.StdConv2D(8, 3, 2, epsilon=1e-4),
     layers.LayerNorm(epsilon=1e-6),
+    layers.PadToMultiple((16, 8)),
 ]
 
 

@@ -20,6 +20,7 @@ from keras_vit.layers.config import (
 )
 from keras_vit.layers.drop_path import DropPath
 from keras_vit.layers.layer_norm import LayerNorm
+from keras_vit.layers.padding import PadToMultiple
 from keras_vit.layers.patch_embedding import PatchEmbedding
 from keras_vit.layers.pooling import TokenPooling
 from keras_vit.layers.position_embedding import AddPositionEmbedding
@@ -32,6 +33,7 @@ __all__ = [
     "DropPath",
     "LayerNorm",
     "MultiHeadSelfAttention",
+    "PadToMultiple",
     "PatchEmbedding",
     "StdConv2D",
     "TokenPooling",
