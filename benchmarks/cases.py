@@ -27,7 +27,8 @@ class Case:
         mode: How it runs: `"predict"` (Keras `predict_on_batch`, the
             `tf.function` Keras builds), `"predict+xla"`, or
             `"predict+bf16-weights"` (keras_vit built under the `bfloat16`
-            policy: bfloat16 variables); `"train"` or
+            policy: bfloat16 variables), `"predict+dynamic"` (keras_vit built
+            with `dynamic_image_size=True`); `"train"` or
             `"train+xla"` (`train_on_batch`); `"eager"` or `"compile"` (timm
             with `torch.compile`); for the data pipeline, `"crop+flip"` or
             `"crop+flip+randaugment"`.
@@ -97,6 +98,7 @@ def quick_cases() -> list[Case]:
     cases = []
     for precision in PRECISIONS:
         cases += _scenario("infer", "B/16", 224, 8, precision, infer, 1, 3)
+    cases += _scenario("infer", "B/16", 224, 8, "float32", [(KV, "predict+dynamic")], 1, 3)
     cases += _scenario("train", "S/16", 224, 32, "float32", train, 1, 3)
     cases.append(Case("data", "data", "crop+flip", "float32", "S/16", 224, 32, 2, 10))
     return cases
@@ -114,6 +116,7 @@ def full_cases() -> list[Case]:
             (KV, "predict+xla"),
             (TIMM, "compile"),
             (HUB, "predict+xla"),
+            (KV, "predict+dynamic"),
         ],
         "bfloat16": [
             (KV, "predict"),

@@ -31,7 +31,12 @@ def build_keras_vit(case):
     import keras_vit
 
     return keras_vit.ViT(
-        case.variant, image_size=case.image_size, num_classes=NUM_CLASSES
+        case.variant,
+        image_size=case.image_size,
+        num_classes=NUM_CLASSES,
+        # "+dynamic": any input size at run time, position embeddings
+        # resampled in the graph (measured at the model's own size).
+        dynamic_image_size="+dynamic" in case.mode,
     )
 
 

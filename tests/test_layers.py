@@ -226,6 +226,9 @@ ALL_LAYERS = [
     layers.StdConv2D(8, 3, 2, epsilon=1e-4),
     layers.LayerNorm(epsilon=1e-6),
     layers.PadToMultiple((16, 8)),
+    layers.PreActBlock(4, 2, False, 0.1),
+    layers.WindowAttention2D(2, 4, 8, 4, 0.1),
+    layers.PreActAttentionBlock(4, 2, 8, 4, False, 0.1, 0.1),
 ]
 
 

@@ -18,8 +18,11 @@ from keras_vit.layers.config import (
     use_erf_gelu,
     use_fused_attention,
 )
+from keras_vit.layers.conv_blocks import PreActBlock
 from keras_vit.layers.drop_path import DropPath
 from keras_vit.layers.layer_norm import LayerNorm
+from keras_vit.layers.local_attention import WindowAttention2D
+from keras_vit.layers.msa_block import PreActAttentionBlock
 from keras_vit.layers.padding import PadToMultiple
 from keras_vit.layers.patch_embedding import PatchEmbedding
 from keras_vit.layers.pooling import TokenPooling
@@ -34,10 +37,13 @@ __all__ = [
     "LayerNorm",
     "MultiHeadSelfAttention",
     "PadToMultiple",
+    "PreActAttentionBlock",
+    "PreActBlock",
     "PatchEmbedding",
     "StdConv2D",
     "TokenPooling",
     "TransformerBlock",
+    "WindowAttention2D",
     "bfloat16_softmax",
     "closed_form_layer_norm",
     "erf_gelu",

@@ -1,9 +1,20 @@
 """ViT models: the variant table, the generic constructor and named sizes."""
 
 from keras_vit.models import layout
+from keras_vit.models.alternet import AlterNet
+from keras_vit.models.alternet import AlterNet18
+from keras_vit.models.alternet import AlterNet50
+from keras_vit.models.cnn import cnn_feature_extractor
+from keras_vit.models.cnn_layout import CNNLayout
+from keras_vit.models.cnn_variants import ALTERNETS
+from keras_vit.models.cnn_variants import PREACT_RESNETS
+from keras_vit.models.cnn_variants import CNNVariant
 from keras_vit.models.features import feature_extractor
 from keras_vit.models.layout import LayoutError
 from keras_vit.models.layout import ViTLayout
+from keras_vit.models.preact_resnet import PreActResNet
+from keras_vit.models.preact_resnet import PreActResNet18
+from keras_vit.models.preact_resnet import PreActResNet50
 from keras_vit.models.resize import with_image_size
 from keras_vit.models.variants import BACKBONES
 from keras_vit.models.variants import VARIANTS
@@ -28,6 +39,17 @@ from keras_vit.models.vit import ViT_S32
 from keras_vit.models.vit import ViT_Ti16
 
 __all__ = [
+    "ALTERNETS",
+    "AlterNet",
+    "AlterNet18",
+    "AlterNet50",
+    "CNNLayout",
+    "CNNVariant",
+    "cnn_feature_extractor",
+    "PREACT_RESNETS",
+    "PreActResNet",
+    "PreActResNet18",
+    "PreActResNet50",
     "BACKBONES",
     "feature_extractor",
     "layout",

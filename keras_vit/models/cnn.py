@@ -1,18 +1,9 @@
 """The functional builder shared by `PreActResNet` and `AlterNet`.
 
-Layer names (one layer per block, so per-stage and per-block features come
-from names alone):
-- `stem_pad`, `stem_conv`, `stem_pool` (ImageNet stem) or `stem_conv`
-  (CIFAR stem);
-- `stage{s}_block{b}` for a convolution block and `stage{s}_msa{b}` for an
-  MSA block, `s` and `b` counted from 1, `b` the position in the stage;
-- `head_norm`, `head_relu` (the pre-activation network's final BN-ReLU),
-  `pool` and `head`.
+Layer names are spelled in `keras_vit.models.cnn_layout`.
 """
 
 from __future__ import annotations
-
-import re
 
 import keras
 
@@ -24,34 +15,13 @@ from keras_vit.layers.conv_blocks import (
 from keras_vit.layers.local_attention import window_shape
 from keras_vit.layers.msa_block import PreActAttentionBlock
 from keras_vit.layers.utils import to_pair
+from keras_vit.models import cnn_layout as cnn_names
+from keras_vit.models import layout as names
+from keras_vit.models.cnn_layout import CNNLayout
 from keras_vit.models.cnn_variants import STEMS, CNNVariant
+from keras_vit.models.layout import LayoutError
 
 POOLINGS = ("avg", "max")
-_BLOCK_NAME = re.compile(r"^stage(\d+)_(block|msa)(\d+)$")
-
-
-def block_names(model: keras.Model) -> list[str]:
-    """Names of a PreActResNet/AlterNet's blocks, in order of depth.
-
-    Example:
-
-    >>> block_names(keras_vit.AlterNet("test", image_size=16))
-    ['stage1_block1', 'stage2_block1', 'stage2_msa2']
-    """
-    found = []
-    for layer in model.layers:
-        match = _BLOCK_NAME.match(layer.name)
-        if match:
-            found.append(((int(match.group(1)), int(match.group(3))), layer.name))
-    return [name for _, name in sorted(found)]
-
-
-def stage_names(model: keras.Model) -> list[str]:
-    """The last block of every stage: the stage outputs, in order."""
-    last = {}
-    for name in block_names(model):
-        last[_BLOCK_NAME.match(name).group(1)] = name
-    return list(last.values())
 
 
 def cnn_feature_extractor(
@@ -68,8 +38,8 @@ def cnn_feature_extractor(
     - `"features"`: the final activated map `(batch, h, w, channels)`
       (`head_relu`);
     - `"block_{i}"`: the output of block `i` in order of depth (MSA blocks
-      included), `(batch, h_i, w_i, channels_i)`; `block_names(model)[i]`
-      names it.
+      included), `(batch, h_i, w_i, channels_i)`; the layer is
+      `CNNLayout.of(model).block_names[i]`.
 
     Args:
         model: A model built by `PreActResNet` or `AlterNet`.
@@ -86,31 +56,20 @@ def cnn_feature_extractor(
     out = features(images)  # {"pooled", "features", "block_7"}
     ```
     """
-    names = block_names(model)
-    if not names:
-        raise ValueError(
-            f"{model.name!r} has no 'stage*_block*' or 'stage*_msa*' layers."
-        )
+    layout = CNNLayout.of(model)
     outputs = {}
     if include_pooled:
-        layers = [layer for layer in model.layers if layer.name == "pool"]
-        if not layers:
-            raise ValueError(
-                f"{model.name!r} has no pooling layer (built with pooling=None); "
-                "use include_pooled=False."
+        if layout.pooled_name is None:
+            raise LayoutError(
+                f"{model.name!r} has no pooling layer (it was built with "
+                "pooling=None); use include_pooled=False."
             )
-        outputs["pooled"] = layers[0].output
+        outputs["pooled"] = layout.pooled.output
     if include_features:
-        outputs["features"] = model.get_layer("head_relu").output
-    if blocks == "all":
-        blocks = list(range(len(names)))
-    for index in blocks or []:
-        if not -len(names) <= index < len(names):
-            raise ValueError(
-                f"Block index {index} is out of range for {len(names)} blocks."
-            )
-        index %= len(names)
-        outputs[f"block_{index}"] = model.get_layer(names[index]).output
+        outputs["features"] = layout.features.output
+    if blocks is not None:
+        for index in layout.block_indices(blocks):
+            outputs[f"block_{index}"] = layout.layer(layout.block_names[index]).output
     if not outputs:
         raise ValueError("Nothing to extract: every output was turned off.")
     return keras.Model(model.input, outputs, name=f"{model.name}_features")
@@ -213,18 +172,18 @@ def build_cnn(
     policy = keras.config.dtype_policy()
     init = torch_kernel_initializer()
 
-    images = keras.Input((*image_size, channels), name="images")
+    images = keras.Input((*image_size, channels), name=names.INPUT)
     if stem == "imagenet":
-        x = keras.layers.ZeroPadding2D(3, name="stem_pad")(images)
+        x = keras.layers.ZeroPadding2D(3, name=cnn_names.STEM_PAD)(images)
         x = keras.layers.Conv2D(
             spec.stem_width,
             7,
             2,
             use_bias=False,
             kernel_initializer=init,
-            name="stem_conv",
+            name=cnn_names.STEM_CONV,
         )(x)  # (B, H/2, W/2, C)
-        x = keras.layers.MaxPooling2D(3, 2, padding="same", name="stem_pool")(x)
+        x = keras.layers.MaxPooling2D(3, 2, padding="same", name=cnn_names.STEM_POOL)(x)
     else:
         x = keras.layers.Conv2D(
             spec.stem_width,
@@ -232,7 +191,7 @@ def build_cnn(
             padding="same",
             use_bias=False,
             kernel_initializer=init,
-            name="stem_conv",
+            name=cnn_names.STEM_CONV,
         )(images)  # (B, H, W, C)
 
     layout = spec.layout()
@@ -250,7 +209,7 @@ def build_cnn(
                     strides=2 if stage > 0 and position == 0 else 1,
                     bottleneck=bottleneck,
                     drop_path_rate=rate,
-                    name=f"stage{stage + 1}_block{position + 1}",
+                    name=cnn_names.block_name(stage + 1, position + 1, kind),
                 )(x)
             else:
                 x = PreActAttentionBlock(
@@ -261,16 +220,16 @@ def build_cnn(
                     bottleneck=bottleneck,
                     dropout_rate=dropout_rate,
                     drop_path_rate=rate,
-                    name=f"stage{stage + 1}_msa{position + 1}",
+                    name=cnn_names.block_name(stage + 1, position + 1, kind),
                 )(x)  # (B, h, w, C)
 
     # The paper's BNGAPBlock: the last block is not activated, so the head is.
-    x = batch_norm("head_norm")(x)
-    x = keras.layers.ReLU(name="head_relu")(x)  # (B, h, w, C)
+    x = batch_norm(cnn_names.HEAD_NORM)(x)
+    x = keras.layers.ReLU(name=cnn_names.HEAD_RELU)(x)  # (B, h, w, C)
     if pooling == "avg":
-        x = keras.layers.GlobalAveragePooling2D(name="pool")(x)  # (B, C)
+        x = keras.layers.GlobalAveragePooling2D(name=names.POOL)(x)  # (B, C)
     elif pooling == "max":
-        x = keras.layers.GlobalMaxPooling2D(name="pool")(x)
+        x = keras.layers.GlobalMaxPooling2D(name=names.POOL)(x)
     if include_top:
         # Logits stay float32 under mixed precision.
         x = keras.layers.Dense(
@@ -278,6 +237,6 @@ def build_cnn(
             kernel_initializer=init,
             activation=classifier_activation,
             dtype="float32" if policy.compute_dtype != "float32" else None,
-            name="head",
+            name=names.HEAD,
         )(x)
     return keras.Model(images, x, name=name or default_name)

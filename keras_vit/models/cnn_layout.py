@@ -1,0 +1,154 @@
+"""The one description of a built PreActResNet or AlterNet: its layer names.
+
+The CNN counterpart of `keras_vit.models.layout` (whose `INPUT`, `POOL` and
+`HEAD` names it shares): the builder, the feature extractor and the analyses
+spell the CNN layer names here only. Graph order:
+
+- `stem_pad`, `stem_conv`, `stem_pool` (ImageNet stem) or `stem_conv`
+  (CIFAR stem);
+- one layer per block: `stage{s}_block{b}` (convolution block) or
+  `stage{s}_msa{b}` (MSA block), `s` and `b` counted from 1, `b` the
+  block's position in its stage;
+- `head_norm`, `head_relu` (the final BN-ReLU of a pre-activation network),
+  `pool`, `head`.
+
+Example:
+
+```python
+model = keras_vit.AlterNet("test", image_size=16)
+layout = CNNLayout.of(model)
+layout.block_names  # ('stage1_block1', 'stage2_block1', 'stage2_msa2')
+layout.stage_names  # ('stage1_block1', 'stage2_msa2')
+```
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+import keras
+
+from keras_vit.models.layout import HEAD, POOL, LayoutError
+
+STEM_PAD = "stem_pad"
+STEM_CONV = "stem_conv"
+STEM_POOL = "stem_pool"
+HEAD_NORM = "head_norm"
+HEAD_RELU = "head_relu"
+BLOCK_KINDS = {"conv": "block", "msa": "msa"}
+
+_BLOCK = re.compile(r"^stage(\d+)_(block|msa)(\d+)$")
+
+
+def block_name(stage: int, position: int, kind: str) -> str:
+    """`stage{stage}_block{position}` or `stage{stage}_msa{position}` (from 1)."""
+    return f"stage{int(stage)}_{BLOCK_KINDS[kind]}{int(position)}"
+
+
+def parse_block_name(name: str) -> tuple[int, int, str] | None:
+    """`(stage, position, kind)` of a block name, or `None` for other names."""
+    match = _BLOCK.match(name)
+    if match is None:
+        return None
+    kind = "conv" if match.group(2) == "block" else "msa"
+    return int(match.group(1)), int(match.group(3)), kind
+
+
+@dataclasses.dataclass(frozen=True)
+class CNNLayout:
+    """What a built PreActResNet or AlterNet is made of.
+
+    Attributes:
+        model: The model described.
+        block_names: Every block's layer name, in order of depth.
+        stage_names: The last block of every stage (the stage outputs).
+        msa_names: The MSA blocks' names, in order (empty for a ResNet).
+        pooled_name: `"pool"`, or `None` for a model built with
+            `pooling=None`.
+        head_name: `"head"` when the model has a classifier, else `None`.
+    """
+
+    model: keras.Model = dataclasses.field(repr=False, compare=False)
+    block_names: tuple[str, ...]
+    stage_names: tuple[str, ...]
+    msa_names: tuple[str, ...]
+    pooled_name: str | None
+    head_name: str | None
+
+    @classmethod
+    def of(cls, model: keras.Model) -> CNNLayout:
+        """Reads the layout of a model built by `PreActResNet` or `AlterNet`.
+
+        Raises:
+            LayoutError: `model` has no `stage*_block*`/`stage*_msa*` layers.
+        """
+        found = sorted(
+            (parsed[:2], layer.name)
+            for layer in model.layers
+            if (parsed := parse_block_name(layer.name)) is not None
+        )
+        if not found:
+            raise LayoutError(
+                f"Model {model.name!r} has no 'stage*_block*' or 'stage*_msa*' "
+                "layers: it was not built by keras_vit.PreActResNet or AlterNet."
+            )
+        blocks = tuple(name for _, name in found)
+        last = {}
+        for (stage, _), name in found:
+            last[stage] = name
+        names = {layer.name for layer in model.layers}
+        return cls(
+            model=model,
+            block_names=blocks,
+            stage_names=tuple(last.values()),
+            msa_names=tuple(n for n in blocks if parse_block_name(n)[2] == "msa"),
+            pooled_name=POOL if POOL in names else None,
+            head_name=HEAD if HEAD in names else None,
+        )
+
+    @property
+    def depth(self) -> int:
+        return len(self.block_names)
+
+    def layer(self, name: str) -> keras.layers.Layer:
+        """The model's layer called `name`, with a `LayoutError` if absent."""
+        for layer in self.model.layers:
+            if layer.name == name:
+                return layer
+        raise LayoutError(f"Model {self.model.name!r} has no {name!r} layer.")
+
+    def block_indices(self, blocks) -> list[int]:
+        """`"all"`, an index or indices -> sorted distinct indices in range."""
+        if isinstance(blocks, str):
+            if blocks != "all":
+                raise ValueError(
+                    "`blocks` must be 'all', an int or a list of ints. "
+                    f"Received: blocks={blocks!r}"
+                )
+            return list(range(self.depth))
+        if isinstance(blocks, int):
+            blocks = [blocks]
+        indices = []
+        for index in blocks:
+            if not -self.depth <= int(index) < self.depth:
+                raise ValueError(
+                    f"Block index {index} is out of range for a model with "
+                    f"{self.depth} blocks."
+                )
+            indices.append(int(index) % self.depth)
+        return sorted(set(indices))
+
+    @property
+    def features(self) -> keras.layers.Layer:
+        """The final activated feature map's layer (`head_relu`)."""
+        return self.layer(HEAD_RELU)
+
+    @property
+    def pooled(self) -> keras.layers.Layer:
+        if self.pooled_name is None:
+            raise LayoutError(
+                f"Model {self.model.name!r} has no pooling layer (it was built "
+                "with pooling=None)."
+            )
+        return self.layer(self.pooled_name)
