@@ -14,15 +14,24 @@ from keras_vit import imagenet
 from keras_vit import layers
 from keras_vit import masked_patch
 from keras_vit import weights
+from keras_vit.models import ALTERNETS
 from keras_vit.models import BACKBONES
 from keras_vit.models import NAMED_MODELS
+from keras_vit.models import PREACT_RESNETS
 from keras_vit.models import VARIANTS
+from keras_vit.models import AlterNet
+from keras_vit.models import AlterNet18
+from keras_vit.models import AlterNet50
+from keras_vit.models import PreActResNet
+from keras_vit.models import PreActResNet18
+from keras_vit.models import PreActResNet50
 from keras_vit.models import R26_ViT_B32
 from keras_vit.models import R26_ViT_S32
 from keras_vit.models import R50_ViT_B16
 from keras_vit.models import R50_ViT_L32
 from keras_vit.models import ResNetSpec
 from keras_vit.models import ViT
+from keras_vit.models import ViTLayout
 from keras_vit.models import ViT_B8
 from keras_vit.models import ViT_B16
 from keras_vit.models import ViT_B32
@@ -32,9 +41,52 @@ from keras_vit.models import ViT_L32
 from keras_vit.models import ViT_S16
 from keras_vit.models import ViT_S32
 from keras_vit.models import ViT_Ti16
+from keras_vit.models import cnn_feature_extractor
 from keras_vit.models import feature_extractor
 from keras_vit.models import parse_variant
 from keras_vit.models import with_image_size
+from keras_vit.resample import resample_patch_embedding
 from keras_vit.resample import resample_position_embedding
 
 __version__ = "0.1.0"
+
+__all__ = [
+    "AlterNet",
+    "AlterNet18",
+    "AlterNet50",
+    "ALTERNETS",
+    "BACKBONES",
+    "cnn_feature_extractor",
+    "feature_extractor",
+    "fewshot",
+    "imagenet",
+    "layers",
+    "masked_patch",
+    "NAMED_MODELS",
+    "parse_variant",
+    "PREACT_RESNETS",
+    "PreActResNet",
+    "PreActResNet18",
+    "PreActResNet50",
+    "R26_ViT_B32",
+    "R26_ViT_S32",
+    "R50_ViT_B16",
+    "R50_ViT_L32",
+    "resample_patch_embedding",
+    "resample_position_embedding",
+    "ResNetSpec",
+    "VARIANTS",
+    "ViT",
+    "ViT_B16",
+    "ViT_B32",
+    "ViT_B8",
+    "ViT_H14",
+    "ViT_L16",
+    "ViT_L32",
+    "ViT_S16",
+    "ViT_S32",
+    "ViT_Ti16",
+    "ViTLayout",
+    "weights",
+    "with_image_size",
+]
