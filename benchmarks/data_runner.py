@@ -59,8 +59,11 @@ def run(case) -> dict:
             global_batch_size=case.batch,
             epochs=10_000,
             steps_per_epoch=max(1, source.num_examples // case.batch),
-            randaugment_ops=2 if "randaugment" in case.mode else 0,
-            randaugment_magnitude=0.5,
+            seed=0,
+            augmentation=data.Augmentation(
+                randaugment_ops=2 if "randaugment" in case.mode else 0,
+                randaugment_magnitude=0.5,
+            ),
         )
         batches = iter(dataset)
 

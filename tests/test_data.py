@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import os
 
 import numpy as np
@@ -11,11 +13,21 @@ from PIL import Image
 
 from keras_vit import data
 
+_AUGMENTATION_FIELDS = {f.name for f in dataclasses.fields(data.Augmentation)}
+
 
 def _stream(source, **kwargs):
-    options = dict(image_size=16, global_batch_size=32, flip=False, seed=3)
+    """The batches of `train_dataset`; `Augmentation` fields may be passed flat."""
+    augmentation = dict(flip=False)
+    augmentation.update(
+        {k: kwargs.pop(k) for k in list(kwargs) if k in _AUGMENTATION_FIELDS}
+    )
+    options = dict(image_size=16, global_batch_size=32, seed=3, steps_per_epoch=None)
     options.update(kwargs)
-    return [(x.numpy(), y.numpy()) for x, y in data.train_dataset(source, **options)]
+    dataset = data.train_dataset(
+        source, augmentation=data.Augmentation(**augmentation), **options
+    )
+    return [(x.numpy(), y.numpy()) for x, y in dataset]
 
 
 def test_digits_splits_shapes_and_value_range():
@@ -46,21 +58,92 @@ def test_digits_splits_shapes_and_value_range():
 
 def test_train_stream_is_a_function_of_seed_and_epoch():
     source = data.load_source("digits", "train[:200]")
-    full = _stream(source, epochs=3, area_range=(0.3, 1.0), flip=True)
+    full = _stream(source, epochs=3, crop_area_range=(0.3, 1.0), flip=True)
     assert len(full) == 3 * (200 // 32)
-    again = _stream(source, epochs=3, area_range=(0.3, 1.0), flip=True)
+    again = _stream(source, epochs=3, crop_area_range=(0.3, 1.0), flip=True)
     for (x1, y1), (x2, y2) in zip(full, again, strict=True):
         np.testing.assert_array_equal(x1, x2)
         np.testing.assert_array_equal(y1, y2)
     # A run resumed at epoch 1 reads exactly what the full run read from then.
-    resumed = _stream(source, epochs=3, start_epoch=1, area_range=(0.3, 1.0), flip=True)
+    resumed = _stream(
+        source, epochs=3, start_epoch=1, crop_area_range=(0.3, 1.0), flip=True
+    )
     for (x1, y1), (x2, y2) in zip(full[6:], resumed, strict=True):
         np.testing.assert_array_equal(x1, x2)
         np.testing.assert_array_equal(y1, y2)
     # Epochs differ from each other, and so do seeds.
     assert not np.array_equal(full[0][1], full[6][1])
-    other = _stream(source, epochs=1, seed=4, area_range=(0.3, 1.0), flip=True)
+    other = _stream(source, epochs=1, seed=4, crop_area_range=(0.3, 1.0), flip=True)
     assert not np.array_equal(full[0][0], other[0][0])
+
+
+# Batches 0 and 5 of the stream below as the implementation before
+# `Augmentation` produced them (keyword arguments `area_range=...` etc.): a
+# hash of the labels' order and the images' sum and absolute sum.
+_PINNED = {
+    (0, 0): ("e3b08fd24733", -2333.144035383113, 9391.108037833343),
+    (0, 5): ("69d7a2e14d31", -3532.4747817126336, 10027.053221869399),
+    (2, 0): ("5e3d932988be", -2501.590006512328, 10037.866901884525),
+    (2, 5): ("e5ab0a1f9a86", -2950.0477207901567, 10335.901645402526),
+}
+
+
+def _fingerprint(x, y):
+    labels = hashlib.sha256(y.argmax(1).astype(np.int8).tobytes()).hexdigest()[:12]
+    x = x.astype(np.float64)
+    return labels, x.sum(), np.abs(x).sum()
+
+
+def test_train_stream_matches_pinned_batches_across_resumes():
+    source = data.load_source("digits", "train[:200]")
+    options = dict(
+        image_size=(16, 12),
+        epochs=3,
+        seed=5,
+        flip=True,
+        crop_area_range=(0.3, 1.0),
+        randaugment_ops=2,
+        randaugment_magnitude=0.9,
+    )
+    full = _stream(source, **options)
+    resumed = _stream(source, start_epoch=2, **options)
+    assert (len(full), len(resumed)) == (18, 6)
+    for (start, index), (labels, total, magnitude) in _PINNED.items():
+        got = _fingerprint(*(full if start == 0 else resumed)[index])
+        assert got[0] == labels, (start, index)
+        np.testing.assert_allclose(got[1:], (total, magnitude), rtol=1e-5)
+    # Epoch 2 of the full stream is, bit for bit, the resumed stream.
+    for (x1, y1), (x2, y2) in zip(full[12:], resumed, strict=True):
+        np.testing.assert_array_equal(x1, x2)
+        np.testing.assert_array_equal(y1, y2)
+
+
+def test_augmentation_validates_each_field_by_name():
+    assert data.Augmentation(crop_area_range=[0.5, 1]).crop_area_range == (0.5, 1.0)
+    bad = {
+        "crop_area_range": (0.5, 1.5),
+        "crop_aspect_range": (0.0, 1.0),
+        "flip": "yes",
+        "randaugment_ops": -1,
+        "randaugment_magnitude": 1.5,
+        "mixup_alpha": float("nan"),
+        "cutmix_factor": 2.0,
+    }
+    for field, value in bad.items():
+        with pytest.raises(ValueError, match=f"`{field}`"):
+            data.Augmentation(**{field: value})
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        data.Augmentation().flip = False
+    with pytest.raises(ValueError, match="augmentation"):
+        data.train_dataset(
+            data.load_source("digits", "train[:64]"),
+            image_size=8,
+            global_batch_size=32,
+            epochs=1,
+            steps_per_epoch=None,
+            seed=0,
+            augmentation={"flip": False},
+        )
 
 
 def test_epochs_longer_than_the_source_reshuffle_each_pass():
@@ -134,11 +217,16 @@ def test_image_folder_skips_and_counts_unreadable_files(tmp_path):
     assert images.shape == (4, 8, 8, 3)
     np.testing.assert_array_equal(labels.numpy().argmax(1), [0, 0, 1, 1])
 
-    # A file that passes the check but cannot be decoded is dropped, not fatal.
+    # A file that passes the check but cannot be decoded is dropped from
+    # training (the epoch keeps its length); an evaluation refuses to run on
+    # fewer images than its source holds.
     unchecked = data.image_folder(str(tmp_path), "train", validate=False)
     assert unchecked.num_examples == 5
-    ((images, _),) = data.eval_dataset(unchecked, image_size=8, global_batch_size=8)
-    assert images.shape[0] == 4
+    options = dict(image_size=8, epochs=1, steps_per_epoch=None, seed=0)
+    ((images, _),) = data.train_dataset(unchecked, global_batch_size=5, **options)
+    assert images.shape[0] == 5
+    with pytest.raises(tf.errors.FailedPreconditionError, match="5 elements"):
+        list(data.eval_dataset(unchecked, image_size=8, global_batch_size=8))
 
     with pytest.raises(ValueError, match="does not exist"):
         data.load_source(f"folder:{tmp_path}/missing", "train")

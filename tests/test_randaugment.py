@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -320,9 +322,15 @@ def test_bad_arguments_raise_clear_errors():
 
 
 def _stream(source, **kwargs):
-    options = dict(image_size=16, global_batch_size=32, flip=False, seed=3)
+    fields = {field.name for field in dataclasses.fields(data.Augmentation)}
+    augmentation = {"flip": False}
+    augmentation.update({k: kwargs.pop(k) for k in list(kwargs) if k in fields})
+    options = dict(image_size=16, global_batch_size=32, seed=3, steps_per_epoch=None)
     options.update(kwargs)
-    return [x.numpy() for x, _ in data.train_dataset(source, **options)]
+    dataset = data.train_dataset(
+        source, augmentation=data.Augmentation(**augmentation), **options
+    )
+    return [x.numpy() for x, _ in dataset]
 
 
 def test_train_dataset_randaugment_is_reproducible_and_resumable():

@@ -1,4 +1,7 @@
-"""Training augmentation: Inception crop and flip, MixUp, CutMix.
+"""Training augmentation: its settings, Inception crop and flip, MixUp, CutMix.
+
+`Augmentation` gathers the settings `keras_vit.data.train_dataset` applies;
+the functions and `BatchMixer` below carry them out.
 
 The per-image crop and flip are stateless: each image's randomness comes
 from an explicit seed (see `keras_vit.data.pipeline`), so a run is
@@ -14,10 +17,88 @@ Label smoothing is not here: it is an argument of the loss
 
 from __future__ import annotations
 
+import dataclasses
+import math
+import numbers
+
 import keras
 import tensorflow as tf
 
 from keras_vit.layers.utils import to_pair
+
+
+@dataclasses.dataclass(frozen=True)
+class Augmentation:
+    """The training augmentation of `keras_vit.data.train_dataset`.
+
+    Per image, in this order: Inception crop, resize, flip, RandAugment. Per
+    batch: MixUp or CutMix. The default is the paper's: crop and flip only.
+
+    Attributes:
+        crop_area_range: Fractions of the image area the Inception crop keeps
+            (`0 < low <= high <= 1`); `(1.0, 1.0)` turns cropping off.
+            Defaults to `(0.05, 1.0)`.
+        crop_aspect_range: Aspect ratios (width / height) of the crop
+            (`0 < low <= high`). Defaults to `(0.75, 4/3)`.
+        flip: Random left-right flips. Turn them off for data whose meaning
+            changes when mirrored (digits, text). Defaults to `True`.
+        randaugment_ops: Operations per image of keras_vit's stateless
+            `RandAugment`; 0 (default) turns it off.
+        randaugment_magnitude: RandAugment strength in `[0, 1]`: the
+            reference's 0-10 level divided by 10. Defaults to 0.5.
+        mixup_alpha: MixUp's Beta parameter (`>= 0`); 0 (default) turns it
+            off.
+        cutmix_factor: `keras.layers.CutMix`'s factor in `[0, 1]`; 0
+            (default) turns it off.
+
+    Raises:
+        ValueError: naming the field, when a value is out of its range.
+
+    Example:
+
+    ```python
+    augmentation = Augmentation(crop_area_range=(0.6, 1.0), flip=False)
+    dataset = keras_vit.data.train_dataset(
+        source, image_size=32, global_batch_size=64, epochs=10,
+        steps_per_epoch=None, seed=0, augmentation=augmentation)
+    ```
+    """
+
+    crop_area_range: tuple[float, float] = (0.05, 1.0)
+    crop_aspect_range: tuple[float, float] = (0.75, 4 / 3)
+    flip: bool = True
+    randaugment_ops: int = 0
+    randaugment_magnitude: float = 0.5
+    mixup_alpha: float = 0.0
+    cutmix_factor: float = 0.0
+
+    def __post_init__(self):
+        # Lists (from JSON configs) become tuples, so the object stays hashable.
+        for name in ("crop_area_range", "crop_aspect_range"):
+            object.__setattr__(self, name, _float_pair(getattr(self, name), name))
+        _check_range(self.crop_area_range, "crop_area_range", upper=1.0)
+        _check_range(self.crop_aspect_range, "crop_aspect_range")
+        if not isinstance(self.flip, bool):
+            raise ValueError(f"`flip` must be True or False. Received: {self.flip!r}")
+        ops = self.randaugment_ops
+        if isinstance(ops, bool) or not isinstance(ops, numbers.Integral) or ops < 0:
+            raise ValueError(
+                f"`randaugment_ops` must be an integer >= 0. Received: {ops!r}"
+            )
+        object.__setattr__(self, "randaugment_ops", int(ops))
+        for name, high in (
+            ("randaugment_magnitude", 1.0),
+            ("mixup_alpha", math.inf),
+            ("cutmix_factor", 1.0),
+        ):
+            object.__setattr__(
+                self, name, _check_number(getattr(self, name), name, high)
+            )
+
+    @property
+    def mixes_batches(self) -> bool:
+        """Whether batches go through MixUp or CutMix."""
+        return bool(self.mixup_alpha or self.cutmix_factor)
 
 
 def inception_crop(
@@ -155,3 +236,22 @@ def _check_range(value, name, upper=None):
             f"`{name}` must be (low, high) with 0 < low <= high{bound}. "
             f"Received: {name}={value!r}"
         )
+
+
+def _float_pair(value, name):
+    try:
+        low, high = (float(v) for v in value)
+    except (TypeError, ValueError):
+        raise ValueError(
+            f"`{name}` must be a pair of numbers (low, high). Received: {value!r}"
+        ) from None
+    return (low, high)
+
+
+def _check_number(value, name, high):
+    """`value` as a float in `[0, high]`, or a `ValueError` naming `name`."""
+    ok = isinstance(value, numbers.Real) and not isinstance(value, bool)
+    if not ok or not math.isfinite(value) or not 0 <= value <= high:
+        bound = f"in [0, {high:g}]" if high != math.inf else ">= 0"
+        raise ValueError(f"`{name}` must be a number {bound}. Received: {value!r}")
+    return float(value)

@@ -12,14 +12,33 @@ Dataset names understood by `load_source`:
   grayscale images, 10 classes). Needs no download; the default of the
   README's main command.
 - `"folder:PATH"`: one sub-folder of images per class, the conventions of
-  `keras.utils.image_dataset_from_directory`. Unreadable files are skipped
-  and counted (`source.skipped`).
+  `keras.utils.image_dataset_from_directory`, either directly in `PATH` or
+  in split sub-folders (`PATH/train/<class>/`, `PATH/test/<class>/`).
+  Unreadable files are skipped and listed (`source.skipped`).
 - anything else, optionally prefixed `"tfds:"`: a TensorFlow Datasets name
   such as `"cifar10"`, `"oxford_iiit_pet"` or `"imagenet2012"`, read from the
-  user's `data_dir`.
+  user's `data_dir`. A dataset that is not prepared there fails at once
+  when it cannot be downloaded, leaving no file behind.
 
 Splits are a name with an optional slice, as in TFDS: `"train"`,
 `"train[:90%]"`, `"test[100:]"`.
+
+Splits never overlap silently:
+
+- A folder split is the sub-folder of that name. A folder without split
+  sub-folders holds only `"train"`; asking it (or a folder with split
+  sub-folders) for a split it lacks, e.g. `"test"`, is an error naming the
+  split and the folder, never the training images again.
+- Hold-outs are explicit slices: `"train[:80%]"` and `"train[80%:]"` cut one
+  fixed permutation of the split's files, drawn with `split_seed` (default
+  0) from the full file listing. They are complementary, the same on every
+  run and machine, do not move when a file turns out unreadable, and change
+  only when `split_seed` does. An unsliced split keeps the files' sorted
+  order. The digits' slices cut their fixed, seeded partition the same way;
+  TFDS slices are TFDS's own.
+- `check_disjoint(a, b)` refuses two sources that share an example: folder
+  sources list their files (`source.files`), digits their indices, TFDS
+  sources their example ranges.
 """
 
 from __future__ import annotations
@@ -28,6 +47,9 @@ import dataclasses
 import logging
 import os
 import re
+import shutil
+import socket
+import threading
 
 import numpy as np
 import tensorflow as tf
@@ -41,6 +63,16 @@ IMAGE_EXTENSIONS = (".bmp", ".gif", ".jpeg", ".jpg", ".png")
 # drawn once with this seed so that every run sees the same split.
 DIGITS_TEST_SIZE = 360
 DIGITS_SPLIT_SEED = 0
+
+# Sub-folders that make an image folder a set of splits rather than classes.
+SPLIT_FOLDERS = ("train", "validation", "test")
+
+# The formats `keras_vit.data.decode_image` reads (as Pillow names them).
+_DECODABLE_FORMATS = frozenset({"BMP", "GIF", "JPEG", "PNG", "WEBP"})
+
+# Where `check_download` knocks to learn whether downloads can work.
+_PROBE_ADDRESS = ("storage.googleapis.com", 443)
+_PROBE_TIMEOUT_S = 3.0
 
 _SPLIT_PATTERN = re.compile(r"^(\w+)(?:\[(-?\d*)(%?):(-?\d*)(%?)\])?$")
 
@@ -58,9 +90,15 @@ class ImageSource:
         class_names: One name per class index.
         encoded: Whether images are encoded bytes still to be decoded.
         may_fail_to_decode: Whether some images may not decode (files from
-            a folder); pipelines then drop those instead of failing.
-        skipped: Files left out because they could not be read as images.
+            a folder): `train_dataset` then replaces those, `eval_dataset`
+            fails on them.
+        skipped: Files of this split left out because they could not be
+            read as images, by path, each listed once.
         name: A short description, e.g. `"digits:train"`.
+        files: The examples' identities in the dataset's order: file paths
+            for folders, `"digits#<index>"` for the digits; `None` for TFDS.
+        ranges: For TFDS, the examples as `(dataset, split, start, stop)`
+            index ranges; empty when TFDS records no split sizes.
     """
 
     dataset: tf.data.Dataset
@@ -71,6 +109,8 @@ class ImageSource:
     may_fail_to_decode: bool = False
     skipped: tuple[str, ...] = ()
     name: str = ""
+    files: tuple[str, ...] | None = None
+    ranges: tuple[tuple[str, str, int, int], ...] = ()
 
 
 def load_source(
@@ -79,6 +119,7 @@ def load_source(
     data_dir: str | None = None,
     download: bool = True,
     seed: int = 0,
+    split_seed: int = 0,
 ) -> ImageSource:
     """Returns the `ImageSource` named by `dataset` and `split`.
 
@@ -90,6 +131,9 @@ def load_source(
             (`~/tensorflow_datasets` or `$TFDS_DATA_DIR`).
         download: Let TFDS download and prepare a missing dataset.
         seed: Seed of the TFDS file order (TFDS sources only).
+        split_seed: Seed of the permutation a folder split's slices cut
+            (folder sources only). Keep it fixed across a project's runs:
+            a different seed gives a different hold-out.
 
     Returns:
         An `ImageSource`.
@@ -106,7 +150,7 @@ def load_source(
     if dataset == "digits":
         return digits(split)
     if dataset.startswith("folder:"):
-        return image_folder(dataset[len("folder:") :], split)
+        return image_folder(dataset[len("folder:") :], split, split_seed=split_seed)
     name = dataset[len("tfds:") :] if dataset.startswith("tfds:") else dataset
     return tfds_source(name, split, data_dir=data_dir, download=download, seed=seed)
 
@@ -150,84 +194,82 @@ def digits(split: str = "train") -> ImageSource:
         num_classes=10,
         class_names=tuple(str(d) for d in range(10)),
         name=f"digits:{split}",
+        files=tuple(f"digits#{i}" for i in index),
     )
 
 
 def image_folder(
-    directory: str, split: str = "train", validate: bool = True
+    directory: str, split: str = "train", validate: bool = True, split_seed: int = 0
 ) -> ImageSource:
     """Images in one sub-folder per class, as an `ImageSource`.
 
     The conventions of `keras.utils.image_dataset_from_directory`: each
-    sub-folder of `directory` is a class, classes are numbered in
-    alphanumeric order of the folder names, files are found recursively and
-    kept when their extension is one of `IMAGE_EXTENSIONS`.
+    sub-folder is a class, classes are numbered in alphanumeric order of the
+    folder names, files are found recursively and kept when their extension
+    is one of `IMAGE_EXTENSIONS`.
 
-    The split's name picks a sub-folder when one exists (`PATH/train/<class>/`
-    and `PATH/test/<class>/`); otherwise the folder itself is the split and
-    slices carve it up, after a fixed shuffle so that every slice holds every
-    class: `"train[:90%]"` and `"train[90%:]"`.
+    The split's name picks the sub-folder of that name (`PATH/train/<class>/`,
+    `PATH/test/<class>/`). A folder without any of the `SPLIT_FOLDERS` is a
+    single `"train"` split. A split the folder lacks is an error: carve a
+    hold-out explicitly instead, e.g. `"train[:80%]"` to train on and
+    `"train[80%:]"` to test on (see the module docstring).
 
     Unreadable files do not stop training. With `validate=True` every file is
-    checked once (Pillow reads its header and structure); the ones that fail
-    are left out, logged and listed in `ImageSource.skipped`. The pipeline
-    drops any remaining file that TensorFlow cannot decode
-    (`tf.data.Dataset.ignore_errors`, which logs each one).
+    checked once per process (Pillow reads its header and structure, and the
+    format must be one TensorFlow decodes); the ones that fail are left out,
+    logged once by path and listed in `ImageSource.skipped`. A file that
+    passes the check yet fails to decode is dropped (and logged) by
+    `train_dataset`, whose epochs keep their length, and stops
+    `eval_dataset`, whose results would otherwise cover fewer images than
+    the split holds.
 
     Args:
         directory: The folder.
-        split: A sub-folder name or the folder's own split, with an optional
-            slice.
+        split: A split name with an optional slice.
         validate: Check every file before use. Defaults to `True`.
+        split_seed: Seed of the permutation slices cut. Defaults to 0.
 
     Returns:
-        An `ImageSource` of encoded images.
+        An `ImageSource` of encoded images, with its `files`.
+
+    Raises:
+        ValueError: when the folder, the split or its images are missing.
+
+    Example:
+
+    ```python
+    train = image_folder("flowers", "train[:80%]")
+    test = image_folder("flowers", "train[80%:]")
+    check_disjoint(train, test)  # Passes: the slices are complementary.
+    ```
     """
     base, start, stop = parse_split(split)
     if not os.path.isdir(directory):
         raise ValueError(f"Image folder {directory!r} does not exist.")
-    root = os.path.join(directory, base)
-    sliced_root = not os.path.isdir(root)
-    if sliced_root:
-        root = directory
+    root = _split_root(directory, base, split)
     class_names = sorted(entry.name for entry in os.scandir(root) if entry.is_dir())
     if not class_names:
         raise ValueError(
             f"Image folder {root!r} has no class sub-folders. Expected "
             "PATH/<class_name>/<image files>."
         )
-    paths, labels = [], []
-    for label, class_name in enumerate(class_names):
-        for dirpath, dirnames, filenames in os.walk(os.path.join(root, class_name)):
-            dirnames.sort()
-            for filename in sorted(filenames):
-                if filename.lower().endswith(IMAGE_EXTENSIONS):
-                    paths.append(os.path.join(dirpath, filename))
-                    labels.append(label)
+    paths, labels = _list_images(root, class_names)
+    index = np.arange(len(paths))
+    if start is not None or stop is not None:
+        index = np.random.default_rng(int(split_seed)).permutation(len(paths))
+        index = _slice(index, start, stop, split)
     skipped = []
     if validate:
-        keep = [_is_readable_image(path) for path in paths]
-        skipped = [path for path, ok in zip(paths, keep, strict=True) if not ok]
-        paths = [path for path, ok in zip(paths, keep, strict=True) if ok]
-        labels = [label for label, ok in zip(labels, keep, strict=True) if ok]
-        if skipped:
-            logger.warning(
-                "Skipped %d unreadable image file(s) in %s, e.g. %s",
-                len(skipped),
-                root,
-                skipped[0],
-            )
-    if not paths:
-        raise ValueError(f"No readable images under {root!r}.")
-    index = np.arange(len(paths))
-    if sliced_root:
-        index = np.random.default_rng(0).permutation(len(paths))
-    index = _slice(index, start, stop, split)
-    paths = np.asarray(paths)[index]
-    labels = np.asarray(labels, np.int64)[index]
-    dataset = tf.data.Dataset.from_tensor_slices((paths, labels)).map(
-        lambda path, label: (tf.io.read_file(path), label)
-    )
+        readable = [_is_readable_image(paths[i]) for i in index]
+        skipped = [paths[i] for i, ok in zip(index, readable, strict=True) if not ok]
+        index = index[np.asarray(readable, bool)]
+        _report_skipped(root, skipped)
+    if len(index) == 0:
+        raise ValueError(f"No readable images in split {split!r} of {root!r}.")
+    files = np.asarray(paths)[index]
+    dataset = tf.data.Dataset.from_tensor_slices(
+        (files, np.asarray(labels, np.int64)[index])
+    ).map(lambda path, label: (tf.io.read_file(path), label))
     return ImageSource(
         dataset=dataset,
         num_examples=len(index),
@@ -237,7 +279,38 @@ def image_folder(
         may_fail_to_decode=True,
         skipped=tuple(skipped),
         name=f"folder:{root}:{split}",
+        files=tuple(str(path) for path in files),
     )
+
+
+def _split_root(directory: str, base: str, split: str) -> str:
+    """The folder that holds `split`'s class sub-folders."""
+    root = os.path.join(directory, base)
+    if os.path.isdir(root):
+        return root
+    splits = [
+        name for name in SPLIT_FOLDERS if os.path.isdir(os.path.join(directory, name))
+    ]
+    if base == "train" and not splits:
+        return directory  # A plain class-per-folder dataset: all of it is "train".
+    have = f"it has {', '.join(splits)}" if splits else "it is a single 'train' split"
+    raise ValueError(
+        f"Image folder {directory!r} has no {base!r} split (no sub-folder "
+        f"{base}/; {have}). Hold out part of the training images explicitly, "
+        "e.g. split 'train[80%:]' for evaluation and 'train[:80%]' for training."
+    )
+
+
+def _list_images(root: str, class_names: list[str]) -> tuple[list[str], list[int]]:
+    paths, labels = [], []
+    for label, class_name in enumerate(class_names):
+        for dirpath, dirnames, filenames in os.walk(os.path.join(root, class_name)):
+            dirnames.sort()
+            for filename in sorted(filenames):
+                if filename.lower().endswith(IMAGE_EXTENSIONS):
+                    paths.append(os.path.join(dirpath, filename))
+                    labels.append(label)
+    return paths, labels
 
 
 def tfds_source(
@@ -254,19 +327,31 @@ def tfds_source(
     resumes exactly; the pipeline's shuffle buffer reorders examples each
     epoch.
 
+    A dataset already prepared in `data_dir` is read without any network
+    access. One that is not is downloaded and prepared when `download=True`
+    and the download servers answer (`check_download`); otherwise this fails
+    at once, in one line naming the dataset, the `data_dir` and how to
+    prepare it offline. A failed download removes what it wrote.
+
     Args:
         name: A TFDS name with an `image` and a `label` feature, e.g.
             `"cifar10"`, `"cifar100"`, `"oxford_iiit_pet"`,
             `"oxford_flowers102"`, `"imagenet2012"`, `"imagenet_v2"`.
         split: A TFDS split, e.g. `"train[:98%]"`.
-        data_dir: The TFDS data directory.
+        data_dir: The TFDS data directory. Defaults to `$TFDS_DATA_DIR` or
+            `~/tensorflow_datasets`.
         download: Let TFDS download and prepare the dataset when missing.
             `imagenet2012` needs its archives placed by hand first (TFDS
             says where).
         seed: Seed of the file order.
 
     Returns:
-        An `ImageSource` of encoded images.
+        An `ImageSource` of encoded images, with its example `ranges`.
+
+    Raises:
+        ImportError: without TensorFlow Datasets.
+        RuntimeError: when the dataset is unknown, not prepared and cannot be
+            downloaded, or fails to load.
     """
     try:
         import tensorflow_datasets as tfds
@@ -275,32 +360,50 @@ def tfds_source(
             f"Dataset {name!r} needs TensorFlow Datasets: "
             "pip install 'keras_vit[data]'."
         ) from error
-    read_config = tfds.ReadConfig(
-        shuffle_seed=seed, shuffle_reshuffle_each_iteration=False
+    root = data_dir or os.environ.get("TFDS_DATA_DIR") or tfds.core.constants.DATA_DIR
+    where = f"TFDS dataset {name!r} (split {split!r}, data_dir {root!r})"
+    options = dict(
+        split=split,
+        data_dir=data_dir,
+        as_supervised=True,
+        with_info=True,
+        shuffle_files=True,
+        read_config=tfds.ReadConfig(
+            shuffle_seed=seed, shuffle_reshuffle_each_iteration=False
+        ),
+        decoders={"image": tfds.decode.SkipDecoding()},
     )
     try:
-        dataset, info = tfds.load(
-            name,
-            split=split,
-            data_dir=data_dir,
-            download=download,
-            as_supervised=True,
-            with_info=True,
-            shuffle_files=True,
-            read_config=read_config,
-            decoders={"image": tfds.decode.SkipDecoding()},
-        )
-    except Exception as error:  # TFDS raises many types; add the context.
+        dataset, info = _load_prepared(tfds, name, options)
+    except tfds.core.registered.DatasetNotFoundError:
         raise RuntimeError(
-            f"Could not load TFDS dataset {name!r} (split {split!r}, data_dir="
-            f"{data_dir!r}): {error}. Offline, prepare it beforehand with "
-            f"`tfds build {name}` or point `data_dir` at a prepared copy."
-        ) from error
+            f"Unknown {where}: see https://www.tensorflow.org/datasets/catalog."
+        ) from None
+    except Exception as error:  # TFDS raises many types; add the context.
+        raise RuntimeError(f"Could not load {where}: {_first_line(error)}") from error
+    if dataset is None:
+        offline = (
+            f"prepare it where there is a network with `tfds build {name} "
+            f"--data_dir DIR` and copy DIR/{name.split(':')[0].split('/')[0]} into "
+            f"{root!r}, or point `data_dir` at a prepared copy"
+        )
+        if not download:
+            raise RuntimeError(
+                f"{where} is not prepared and download=False: {offline}."
+            )
+        if not check_download():
+            raise RuntimeError(
+                f"{where} is not prepared and {_PROBE_ADDRESS[0]} cannot be "
+                f"reached to download it: {offline}."
+            )
+        dataset, info = _download_and_load(tfds, name, root, options, where)
     label = info.features["label"]
     try:
         num_examples = info.splits[split].num_examples
+        ranges = _tfds_ranges(tfds, name, split, info.splits)
     except KeyError:  # e.g. under `tfds.testing.mock_data`: no split metadata.
         num_examples = int(dataset.cardinality())
+        ranges = ()
     if num_examples <= 0:
         raise ValueError(f"TFDS split {name}:{split} has no known size.")
     return ImageSource(
@@ -310,7 +413,101 @@ def tfds_source(
         class_names=tuple(label.names),
         encoded=True,
         name=f"{name}:{split}",
+        ranges=ranges,
     )
+
+
+def _tfds_ranges(tfds, name, split, splits):
+    """`split` as absolute `(name, split, start, stop)` example ranges."""
+    ranges = []
+    for part in tfds.core.ReadInstruction.from_spec(split).to_absolute(splits):
+        size = splits[part.splitname].num_examples
+        stop = size if part.to is None else part.to
+        ranges.append((name, part.splitname, part.from_ or 0, stop))
+    return tuple(ranges)
+
+
+def check_download(
+    address: tuple[str, int] = _PROBE_ADDRESS, timeout: float = _PROBE_TIMEOUT_S
+) -> bool:
+    """Whether a TCP connection to `address` opens within `timeout` seconds.
+
+    TFDS retries a failing download for minutes; this answers in seconds
+    whether trying makes sense. The default address is the Google Cloud
+    Storage host most TFDS downloads and mirrors use.
+    """
+    result = []
+
+    def knock():
+        try:
+            socket.create_connection(address, timeout=timeout).close()
+            result.append(True)
+        except OSError:
+            pass
+
+    # In a thread: name resolution has no timeout of its own.
+    thread = threading.Thread(target=knock, daemon=True)
+    thread.start()
+    thread.join(timeout + 0.5)
+    return bool(result)
+
+
+def _load_prepared(tfds, name, options):
+    """`(dataset, info)` when `name` is prepared (or mocked); `(None, None)`."""
+    absl_logger = logging.getLogger("absl")
+    level = absl_logger.level
+    absl_logger.setLevel(logging.ERROR)  # "Variant folder ... has no dataset_info".
+    try:
+        return tfds.load(name, download=False, **options)
+    except AssertionError as error:  # TFDS's "could not find data in ...".
+        if "could not find data" not in str(error):
+            raise
+        return None, None
+    finally:
+        absl_logger.setLevel(level)
+
+
+def _download_and_load(tfds, name, root, options, where):
+    """Downloads, prepares and loads `name`; on failure removes what it wrote."""
+    before = _tfds_paths(root, name)
+    try:
+        return tfds.load(name, download=True, **options)
+    except BaseException as error:
+        for path in sorted(_tfds_paths(root, name) - before, key=len):
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path, ignore_errors=True)
+            elif os.path.lexists(path):
+                os.remove(path)
+        if isinstance(error, Exception):
+            raise RuntimeError(
+                f"Could not download {where}: {_first_line(error)}"
+            ) from error
+        raise
+
+
+def _tfds_paths(root: str, name: str) -> set[str]:
+    """The paths a TFDS download may create: `root`, the dataset's folder and
+    the download folder, three levels down (not the other datasets)."""
+    folder = name.split(":")[0].split("/")[0]
+    paths = set()
+    if not os.path.lexists(root):
+        return paths
+    paths.add(root)
+    for top in (os.path.join(root, folder), os.path.join(root, "downloads")):
+        if not os.path.lexists(top):
+            continue
+        paths.add(top)
+        for dirpath, dirnames, filenames in os.walk(top):
+            depth = os.path.relpath(dirpath, top).count(os.sep)
+            if depth >= 2:
+                dirnames[:] = []
+            paths.update(os.path.join(dirpath, entry) for entry in dirnames + filenames)
+    return paths
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip() or type(error).__name__
+    return text.splitlines()[0]
 
 
 def parse_split(split: str) -> tuple[str, str | None, str | None]:
@@ -349,13 +546,93 @@ def _slice(index: np.ndarray, start: str | None, stop: str | None, split: str):
     return selected
 
 
+# Files checked in this process, by (path, size, mtime), and files reported.
+_READABLE: dict[tuple[str, int, int], bool] = {}
+_REPORTED: set[str] = set()
+_MAX_LOGGED = 100  # Skipped files named in the log line; all are in `skipped`.
+
+
 def _is_readable_image(path: str) -> bool:
-    """Whether Pillow recognises `path` as an intact image (cheap: no decode)."""
+    """Whether `path` is an intact image TensorFlow decodes (cheap: no decode).
+
+    Pillow reads the header and checks the structure; the format must be one
+    `decode_image` reads. Each file version is checked once per process.
+    """
     from PIL import Image
 
     try:
-        with Image.open(path) as image:
-            image.verify()
-        return True
-    except Exception:  # Pillow raises many types for bad files.
+        stat = os.stat(path)
+    except OSError:
         return False
+    key = (path, stat.st_size, stat.st_mtime_ns)
+    if key not in _READABLE:
+        try:
+            with Image.open(path) as image:
+                image.verify()
+                _READABLE[key] = image.format in _DECODABLE_FORMATS
+        except Exception:  # Pillow raises many types for bad files.
+            _READABLE[key] = False
+    return _READABLE[key]
+
+
+def _report_skipped(root: str, skipped: list[str]) -> None:
+    """Logs, in one line, the skipped files not reported before."""
+    new = [path for path in skipped if path not in _REPORTED]
+    if new:
+        _REPORTED.update(new)
+        shown = ", ".join(os.path.relpath(path, root) for path in new[:_MAX_LOGGED])
+        more = len(new) - _MAX_LOGGED
+        logger.warning(
+            "Skipped %d unreadable image file(s) under %s: %s%s",
+            len(new),
+            root,
+            shown,
+            f" and {more} more (all in ImageSource.skipped)" if more > 0 else "",
+        )
+
+
+def check_disjoint(a: ImageSource, b: ImageSource) -> None:
+    """Raises when two sources share an example (e.g. train and test).
+
+    Folder sources compare their files (by real path), the digits their
+    indices, TFDS sources their example ranges within each split. A TFDS
+    source without split sizes (as under `tfds.testing.mock_data`) cannot be
+    checked and passes.
+
+    Args:
+        a: A source, e.g. the training split.
+        b: Another source, e.g. the test split.
+
+    Raises:
+        ValueError: in one line naming the two sources, how many examples
+            they share and a few of them.
+
+    Example:
+
+    ```python
+    check_disjoint(load_source("digits", "train"), load_source("digits", "test"))
+    ```
+    """
+    if a.files is not None and b.files is not None:
+        shared = sorted(set(map(_identity, a.files)) & set(map(_identity, b.files)))
+        what = "example(s)" if shared and shared[0].startswith("digits#") else "file(s)"
+        count = len(shared)
+    else:
+        overlaps = [
+            (x[0], x[1], max(x[2], y[2]), min(x[3], y[3]))
+            for x in a.ranges
+            for y in b.ranges
+            if x[:2] == y[:2] and max(x[2], y[2]) < min(x[3], y[3])
+        ]
+        shared = [f"{d}:{split}[{lo}:{hi}]" for d, split, lo, hi in overlaps]
+        what = "example(s)"
+        count = sum(hi - lo for _, _, lo, hi in overlaps)
+    if shared:
+        raise ValueError(
+            f"Splits {a.name!r} and {b.name!r} share {count} {what}, e.g. "
+            f"{', '.join(shared[:3])}."
+        )
+
+
+def _identity(file: str) -> str:
+    return file if file.startswith("digits#") else os.path.realpath(file)

@@ -20,9 +20,13 @@ reads exactly what an uninterrupted run reads from epoch `k` on.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+
 import tensorflow as tf
 
 from keras_vit.data import augment
+from keras_vit.data.augment import Augmentation
 from keras_vit.data.datasets import ImageSource
 from keras_vit.data.randaugment import RandAugment
 from keras_vit.data.transforms import decode_image, eval_resize, to_model_range
@@ -86,17 +90,11 @@ def train_dataset(
     image_size: int | tuple[int, int],
     global_batch_size: int,
     epochs: int,
+    steps_per_epoch: int | None,
+    seed: int,
     start_epoch: int = 0,
-    steps_per_epoch: int | None = None,
-    seed: int = 0,
     channels: int = 3,
-    area_range: tuple[float, float] = (0.05, 1.0),
-    aspect_ratio_range: tuple[float, float] = (3 / 4, 4 / 3),
-    flip: bool = True,
-    randaugment_ops: int = 0,
-    randaugment_magnitude: float = 0.5,
-    mixup_alpha: float = 0.0,
-    cutmix_factor: float = 0.0,
+    augmentation: Augmentation = Augmentation(),  # noqa: B008 (frozen)
     shuffle_buffer: int = 10_000,
 ) -> tf.data.Dataset:
     """The training stream: shuffled, augmented, batched, prefetched.
@@ -104,38 +102,33 @@ def train_dataset(
     Yields `steps_per_epoch` batches for each epoch in `[start_epoch,
     epochs)`, then ends: pass the same `steps_per_epoch=` to `model.fit`.
     Each epoch is a fresh shuffle of the source cut to whole batches, so
-    batches never straddle epochs.
+    batches never straddle epochs. The dataset's cardinality is that number
+    of batches; should a source lose more images to decoding errors than an
+    epoch can spare, iterating raises instead of ending early.
 
-    Per image: decode (for encoded sources), Inception crop, bilinear resize
-    to `image_size`, flip, optional RandAugment, scale to `[-1, 1]`; labels
-    one-hot. Per batch: optional MixUp/CutMix. Maps run in parallel
-    (`AUTOTUNE`) with a deterministic output order; batches are prefetched.
+    The steps, each a function of this module:
+
+    1. `epoch_examples`: one epoch's examples in a seeded order, each with
+       its own seed.
+    2. `augment_example`: decode, crop, resize, flip, RandAugment, `[-1, 1]`,
+       one-hot label.
+    3. `batch_and_mix`: whole global batches, then MixUp/CutMix.
 
     Args:
         source: An `ImageSource` (see `keras_vit.data.load_source`).
         image_size: Output size, an int or `(height, width)`.
         global_batch_size: Examples per step over all replicas.
         epochs: The epoch the stream ends before.
-        start_epoch: The first epoch to produce; set it to the epoch a
-            resumed run starts from. Defaults to 0.
-        steps_per_epoch: Batches per epoch. Defaults to the number of whole
-            global batches in the source; a larger value reads the source
+        steps_per_epoch: Batches per epoch; `None` takes the number of whole
+            global batches in the source. A larger value reads the source
             several times per epoch (for step-based schedules).
         seed: Seed of the shuffles and augmentations.
+        start_epoch: The first epoch to produce; set it to the epoch a
+            resumed run starts from. Defaults to 0.
         channels: Channels of the output images (grayscale sources are
             repeated to 3 channels). Defaults to 3.
-        area_range: Inception-crop area fractions; `(1.0, 1.0)` disables the
-            crop. Defaults to `(0.05, 1.0)`.
-        aspect_ratio_range: Inception-crop aspect ratios.
-        flip: Random left-right flips. Defaults to `True`.
-        randaugment_ops: Operations per image of keras_vit's stateless
-            `RandAugment` (see `keras_vit.data.randaugment`), seeded per
-            image like the crop; 0 (default) turns RandAugment off.
-        randaugment_magnitude: RandAugment strength in `[0, 1]`: the
-            reference's 0-10 level divided by 10 (1 is the strongest).
-        mixup_alpha: MixUp's Beta parameter; 0 (default) turns it off.
-        cutmix_factor: `keras.layers.CutMix`'s factor; 0 (default) turns it
-            off.
+        augmentation: An `Augmentation`. Defaults to the paper's Inception
+            crop and flip.
         shuffle_buffer: Examples in the shuffle buffer (capped at the
             source's size, which makes it a full shuffle).
 
@@ -148,91 +141,191 @@ def train_dataset(
 
     ```python
     source = keras_vit.data.load_source("digits", "train")
-    dataset = train_dataset(source, image_size=32, global_batch_size=64,
-                            epochs=10, flip=False, area_range=(0.5, 1.0))
+    dataset = train_dataset(
+        source, image_size=32, global_batch_size=64, epochs=10,
+        steps_per_epoch=None, seed=0,
+        augmentation=Augmentation(crop_area_range=(0.5, 1.0), flip=False))
     ```
     """
-    image_size = _pair(image_size)
+    if not isinstance(augmentation, Augmentation):
+        raise ValueError(
+            "`augmentation` must be a keras_vit.data.Augmentation. Received: "
+            f"{augmentation!r}"
+        )
     if not 0 <= int(start_epoch) <= int(epochs):
         raise ValueError(
             f"`start_epoch` must be in [0, epochs]. Received: start_epoch="
             f"{start_epoch}, epochs={epochs}"
         )
-    # An epoch is `steps` whole batches, so batches never straddle epochs and
-    # epoch `k` always starts at batch `k * steps`. It reads the source in
-    # `passes` full passes (more than one when it is longer than the source),
-    # each shuffled with its own seed.
-    steps = (
-        full_batches(source.num_examples, global_batch_size)
-        if steps_per_epoch is None
-        else int(steps_per_epoch)
-    )
-    if steps <= 0:
-        raise ValueError(f"`steps_per_epoch` must be positive. Received: {steps}")
-    examples_per_epoch = steps * int(global_batch_size)
-    passes = -(-examples_per_epoch // source.num_examples)  # ceil
+    plan = EpochPlan.of(source, global_batch_size, steps_per_epoch, shuffle_buffer)
     base_seed = tf.constant([int(seed), 0x5EED], tf.int64)
-    buffer = max(1, min(int(shuffle_buffer), source.num_examples))
-    num_classes = source.num_classes
-    randaugment = (
-        RandAugment(randaugment_ops, randaugment_magnitude) if randaugment_ops else None
+    augment_one = functools.partial(
+        augment_example,
+        source=source,
+        image_size=_pair(image_size),
+        channels=channels,
+        augmentation=augmentation,
+    )
+    dataset = tf.data.Dataset.range(int(start_epoch), int(epochs)).flat_map(
+        lambda epoch: epoch_examples(source, plan, base_seed, epoch, augment_one)
+    )
+    dataset = batch_and_mix(dataset, plan.batch_size, augmentation, seed)
+    total = plan.steps * (int(epochs) - int(start_epoch))
+    return dataset.apply(tf.data.experimental.assert_cardinality(total)).prefetch(
+        AUTOTUNE
     )
 
-    def one_pass(epoch_seed, index):
-        # Fix this function's graph-level seed: the shuffle order then depends
-        # on `seed`, the epoch and the pass only, not on the process's global
-        # TF seed (and TF's seed helper fails on a tensor op seed when that
-        # global seed is 0).
-        tf.compat.v1.set_random_seed(_GRAPH_SEED)
-        pass_seed = tf.random.experimental.stateless_fold_in(epoch_seed, index)
-        shuffle_seed = tf.random.stateless_uniform(
-            (), pass_seed, minval=0, maxval=2**62, dtype=tf.int64
-        )
-        return source.dataset.shuffle(
-            buffer, seed=shuffle_seed, reshuffle_each_iteration=False
-        )
 
-    def one_epoch(epoch):
-        epoch_seed = tf.random.experimental.stateless_fold_in(base_seed, epoch)
-        examples = tf.data.Dataset.range(passes).flat_map(
-            lambda index: one_pass(epoch_seed, index)
-        )
-        return (
-            examples.take(examples_per_epoch)
-            .enumerate()
-            .map(
-                lambda index, example: (
-                    *example,
-                    tf.random.experimental.stateless_fold_in(epoch_seed, -1 - index),
-                )
-            )
-        )
+@dataclasses.dataclass(frozen=True)
+class EpochPlan:
+    """How one training epoch reads its source.
 
-    def transform(image, label, example_seed):
-        if source.encoded:
-            image = decode_image(image)
-        image = _match_channels(image, channels)
-        image = augment.train_transform(
-            image, example_seed, image_size, area_range, aspect_ratio_range, flip
-        )
-        if randaugment is not None:
-            image = randaugment(image, _randaugment_seed(example_seed))
-        return image, tf.one_hot(label, num_classes)
+    An epoch is `steps` whole batches (`examples` examples), so batches never
+    straddle epochs and epoch `k` always starts at batch `k * steps`. It reads
+    the source in `passes` full passes, each shuffled with its own seed (more
+    than one pass when the epoch is longer than the source), then, for a
+    source that may fail to decode, `spare` examples in the source's order
+    that stand in for the images that fail (read only when some do).
 
-    dataset = tf.data.Dataset.range(int(start_epoch), int(epochs)).flat_map(one_epoch)
-    dataset = dataset.map(transform, num_parallel_calls=AUTOTUNE)
-    if source.may_fail_to_decode:
-        dataset = dataset.ignore_errors(log_warning=True)
-    dataset = dataset.map(
-        lambda image, label: (to_model_range(image), label),
+    Attributes:
+        steps: Batches per epoch.
+        batch_size: The global batch size.
+        examples: Examples per epoch, `steps * batch_size`.
+        passes: Shuffled passes over the source per epoch.
+        spare: Extra examples read per epoch to replace undecodable ones.
+        buffer: Shuffle buffer, at most the source's size.
+    """
+
+    steps: int
+    batch_size: int
+    examples: int
+    passes: int
+    spare: int
+    buffer: int
+
+    @classmethod
+    def of(cls, source, global_batch_size, steps_per_epoch, shuffle_buffer):
+        """The plan for `source` at `global_batch_size` and `steps_per_epoch`."""
+        batch_size = int(global_batch_size)
+        steps = (
+            full_batches(source.num_examples, batch_size)
+            if steps_per_epoch is None
+            else int(steps_per_epoch)
+        )
+        if steps <= 0:
+            raise ValueError(f"`steps_per_epoch` must be positive. Received: {steps}")
+        examples = steps * batch_size
+        passes = -(-examples // source.num_examples)  # ceil
+        spare = batch_size if source.may_fail_to_decode else 0
+        buffer = max(1, min(int(shuffle_buffer), source.num_examples))
+        return cls(steps, batch_size, examples, passes, spare, buffer)
+
+
+def epoch_examples(source, plan, base_seed, epoch, augment_one):
+    """One epoch of augmented examples, a pure function of `(seed, epoch)`.
+
+    The epoch's passes over the source are shuffled with seeds derived from
+    `(seed, epoch, pass)`; the `i`-th example of the epoch is augmented with
+    the seed `fold_in((seed, epoch), -1 - i)`. Examples the source fails to
+    decode are dropped and replaced by the epoch's spare examples, so the
+    epoch keeps its length and the next epoch its examples.
+
+    Args:
+        source: The `ImageSource`.
+        plan: The `EpochPlan`.
+        base_seed: `(2,)` int64, the run's seed.
+        epoch: A scalar int64 tensor.
+        augment_one: `(image, label, example_seed) -> (image, one_hot)`.
+
+    Returns:
+        A dataset of `plan.examples` `(image, one_hot_label)` pairs.
+    """
+    epoch_seed = tf.random.experimental.stateless_fold_in(base_seed, epoch)
+    examples = tf.data.Dataset.range(plan.passes).flat_map(
+        lambda index: _shuffled_pass(source, plan.buffer, epoch_seed, index)
+    )
+    examples = examples.take(plan.examples)
+    if plan.spare:
+        examples = examples.concatenate(source.dataset.repeat().take(plan.spare))
+    examples = examples.enumerate()
+    examples = examples.map(
+        lambda index, example: augment_one(
+            *example, tf.random.experimental.stateless_fold_in(epoch_seed, -1 - index)
+        ),
         num_parallel_calls=AUTOTUNE,
     )
-    dataset = dataset.batch(int(global_batch_size), drop_remainder=True)
-    if mixup_alpha or cutmix_factor:
-        # One call at a time: the layers' generators then give a fixed
-        # sequence of mixes for a given seed.
-        dataset = dataset.map(augment.BatchMixer(mixup_alpha, cutmix_factor, seed))
-    return dataset.prefetch(AUTOTUNE)
+    if source.may_fail_to_decode:
+        examples = examples.ignore_errors(log_warning=True)
+    return examples.take(plan.examples)
+
+
+def _shuffled_pass(source, buffer, epoch_seed, index):
+    # Fix this function's graph-level seed: the shuffle order then depends on
+    # `seed`, the epoch and the pass only, not on the process's global TF seed
+    # (and TF's seed helper fails on a tensor op seed when that seed is 0).
+    tf.compat.v1.set_random_seed(_GRAPH_SEED)
+    pass_seed = tf.random.experimental.stateless_fold_in(epoch_seed, index)
+    shuffle_seed = tf.random.stateless_uniform(
+        (), pass_seed, minval=0, maxval=2**62, dtype=tf.int64
+    )
+    return source.dataset.shuffle(
+        buffer, seed=shuffle_seed, reshuffle_each_iteration=False
+    )
+
+
+def augment_example(
+    image, label, example_seed, *, source, image_size, channels, augmentation
+):
+    """Decode (encoded sources), augment and scale one example; one-hot label.
+
+    Args:
+        image: `uint8 (height, width, channels)` or encoded bytes.
+        label: An integer class.
+        example_seed: `(2,)` int64: the crop and flip and the RandAugment
+            seeds are split from it.
+        source: The `ImageSource` the example comes from.
+        image_size: `(height, width)` of the output.
+        channels: Output channels.
+        augmentation: The `Augmentation`.
+
+    Returns:
+        `(image, one_hot)`: `float32 (height, width, channels)` in `[-1, 1]`
+        and `float32 (num_classes,)`.
+    """
+    if source.encoded:
+        image = decode_image(image)
+    image = _match_channels(image, channels)
+    image = augment.train_transform(
+        image,
+        example_seed,
+        image_size,
+        augmentation.crop_area_range,
+        augmentation.crop_aspect_range,
+        augmentation.flip,
+    )
+    if augmentation.randaugment_ops:
+        randaugment = RandAugment(
+            augmentation.randaugment_ops, augmentation.randaugment_magnitude
+        )
+        image = randaugment(image, _randaugment_seed(example_seed))
+    return to_model_range(image), tf.one_hot(label, source.num_classes)
+
+
+def batch_and_mix(dataset, batch_size, augmentation, seed):
+    """Whole batches of `batch_size`, then MixUp/CutMix when enabled.
+
+    The mixing runs one call at a time: the layers' generators then give a
+    fixed sequence of mixes for a given seed (a resumed run does not repeat
+    them bit for bit; see `keras_vit.data.augment`).
+    """
+    dataset = dataset.batch(batch_size, drop_remainder=True)
+    if augmentation.mixes_batches:
+        dataset = dataset.map(
+            augment.BatchMixer(
+                augmentation.mixup_alpha, augmentation.cutmix_factor, seed
+            )
+        )
+    return dataset
 
 
 def eval_dataset(
@@ -257,12 +350,14 @@ def eval_dataset(
         channels: Output channels. Defaults to 3.
         drop_remainder: Drop a last partial batch (needed on TPUs, which
             require static shapes). Defaults to `False`.
-        cache: Keep the preprocessed images in memory after the first pass
+        cache: Preprocess the whole set now, once, and keep it in memory
             (for small sets). Defaults to `False`.
 
     Returns:
         A `tf.data.Dataset` of `(images, labels)` like `train_dataset`'s,
-        in the source's order.
+        in the source's order, of known length. For a folder source, an
+        image that passed the source's check but fails to decode stops the
+        iteration with an error rather than leaving the set one image short.
     """
     image_size = _pair(image_size)
     num_classes = source.num_classes
@@ -276,11 +371,30 @@ def eval_dataset(
 
     dataset = source.dataset.map(transform, num_parallel_calls=AUTOTUNE)
     if source.may_fail_to_decode:
-        dataset = dataset.ignore_errors(log_warning=True)
+        # Keep a known length (Keras then runs exactly that many steps rather
+        # than reading until the data runs out); an image that fails to decode
+        # then fails the evaluation instead of silently shrinking it.
+        dataset = dataset.ignore_errors(log_warning=True).apply(
+            tf.data.experimental.assert_cardinality(source.num_examples)
+        )
     dataset = dataset.batch(int(global_batch_size), drop_remainder=drop_remainder)
     if cache:
-        dataset = dataset.cache()
+        dataset = _filled_cache(dataset)
     return dataset.prefetch(AUTOTUNE)
+
+
+def _filled_cache(dataset: tf.data.Dataset) -> tf.data.Dataset:
+    """`dataset.cache()`, filled now by one full pass.
+
+    A cache is only kept once an iterator has read its input to the end, and
+    Keras stops a dataset of known length after its last batch, one read
+    short of the end: every evaluation would start over (and TensorFlow warns
+    that "the calling iterator did not fully read the dataset being cached").
+    """
+    dataset = dataset.cache()
+    for _ in dataset:
+        pass
+    return dataset
 
 
 def _randaugment_seed(example_seed):
