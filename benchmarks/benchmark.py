@@ -35,8 +35,12 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 import report  # noqa: E402
-from cases import Case, full_cases, quick_cases  # noqa: E402
-from hardware import detect_machine, load_average, sgemm_probe  # noqa: E402
+from cases import Case  # noqa: E402
+from cases import full_cases  # noqa: E402
+from cases import quick_cases  # noqa: E402
+from hardware import detect_machine  # noqa: E402
+from hardware import load_average  # noqa: E402
+from hardware import sgemm_probe  # noqa: E402
 
 WORKER = os.path.join(HERE, "worker.py")
 

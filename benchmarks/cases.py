@@ -98,7 +98,9 @@ def quick_cases() -> list[Case]:
     cases = []
     for precision in PRECISIONS:
         cases += _scenario("infer", "B/16", 224, 8, precision, infer, 1, 3)
-    cases += _scenario("infer", "B/16", 224, 8, "float32", [(KV, "predict+dynamic")], 1, 3)
+    cases += _scenario(
+        "infer", "B/16", 224, 8, "float32", [(KV, "predict+dynamic")], 1, 3
+    )
     cases += _scenario("train", "S/16", 224, 32, "float32", train, 1, 3)
     cases.append(Case("data", "data", "crop+flip", "float32", "S/16", 224, 32, 2, 10))
     return cases

@@ -18,10 +18,8 @@ import tempfile  # noqa: E402
 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
-from timing import (
-    peak_rss_mb,  # noqa: E402
-    time_calls,  # noqa: E402
-)
+from timing import peak_rss_mb  # noqa: E402
+from timing import time_calls  # noqa: E402
 
 NUM_FILES = 320
 NUM_CLASSES = 10

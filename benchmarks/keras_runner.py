@@ -19,10 +19,8 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 from flops import parse  # noqa: E402
-from timing import (
-    peak_rss_mb,  # noqa: E402
-    time_calls,  # noqa: E402
-)
+from timing import peak_rss_mb  # noqa: E402
+from timing import time_calls  # noqa: E402
 
 NUM_CLASSES = 1000
 

@@ -102,7 +102,8 @@ def block_before(self, inputs, training=None, return_attention_scores=False):
 
 @contextlib.contextmanager
 def patched(attention_call=None, block_call=None):
-    from keras_vit.layers import MultiHeadSelfAttention, TransformerBlock
+    from keras_vit.layers import MultiHeadSelfAttention
+    from keras_vit.layers import TransformerBlock
 
     saved = MultiHeadSelfAttention.call, TransformerBlock.call
     MultiHeadSelfAttention.call = attention_call or saved[0]

@@ -5,7 +5,8 @@ from __future__ import annotations
 import statistics
 from collections import OrderedDict
 
-from flops import forward_flops, step_flops
+from flops import forward_flops
+from flops import step_flops
 
 LABELS = {
     "keras_vit": "keras_vit",

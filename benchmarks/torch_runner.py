@@ -13,7 +13,8 @@ import importlib.util
 import os
 
 import torch
-from timing import peak_rss_mb, time_calls
+from timing import peak_rss_mb
+from timing import time_calls
 
 NUM_CLASSES = 1000
 TIMM_NAMES = {"Ti": "tiny", "S": "small", "B": "base", "L": "large", "H": "huge"}

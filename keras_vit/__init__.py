@@ -31,7 +31,6 @@ from keras_vit.models import R50_ViT_B16
 from keras_vit.models import R50_ViT_L32
 from keras_vit.models import ResNetSpec
 from keras_vit.models import ViT
-from keras_vit.models import ViTLayout
 from keras_vit.models import ViT_B8
 from keras_vit.models import ViT_B16
 from keras_vit.models import ViT_B32
@@ -41,6 +40,7 @@ from keras_vit.models import ViT_L32
 from keras_vit.models import ViT_S16
 from keras_vit.models import ViT_S32
 from keras_vit.models import ViT_Ti16
+from keras_vit.models import ViTLayout
 from keras_vit.models import cnn_feature_extractor
 from keras_vit.models import feature_extractor
 from keras_vit.models import parse_variant

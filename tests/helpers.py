@@ -59,20 +59,36 @@ def assign_reference_params(model: keras.Model, params: dict) -> None:
         p = f"Transformer/encoderblock_{i}/"
         mha = p + "MultiHeadDotProductAttention_1/"
         block = model.get_layer(f"encoderblock_{i}")
-        block.norm_1.set_weights([params[p + "LayerNorm_0/scale"], params[p + "LayerNorm_0/bias"]])
+        block.norm_1.set_weights(
+            [params[p + "LayerNorm_0/scale"], params[p + "LayerNorm_0/bias"]]
+        )
         block.attention.set_weights(
             [
-                np.stack([params[mha + f"{n}/kernel"] for n in ("query", "key", "value")], 1),
-                np.stack([params[mha + f"{n}/bias"] for n in ("query", "key", "value")], 0),
+                np.stack(
+                    [params[mha + f"{n}/kernel"] for n in ("query", "key", "value")], 1
+                ),
+                np.stack(
+                    [params[mha + f"{n}/bias"] for n in ("query", "key", "value")], 0
+                ),
                 params[mha + "out/kernel"],
                 params[mha + "out/bias"],
             ]
         )
-        block.norm_2.set_weights([params[p + "LayerNorm_2/scale"], params[p + "LayerNorm_2/bias"]])
+        block.norm_2.set_weights(
+            [params[p + "LayerNorm_2/scale"], params[p + "LayerNorm_2/bias"]]
+        )
         mlp = p + "MlpBlock_3/"
-        block.mlp_dense_1.set_weights([params[mlp + "Dense_0/kernel"], params[mlp + "Dense_0/bias"]])
-        block.mlp_dense_2.set_weights([params[mlp + "Dense_1/kernel"], params[mlp + "Dense_1/bias"]])
-    set_layer("encoder_norm", params["Transformer/encoder_norm/scale"], params["Transformer/encoder_norm/bias"])
+        block.mlp_dense_1.set_weights(
+            [params[mlp + "Dense_0/kernel"], params[mlp + "Dense_0/bias"]]
+        )
+        block.mlp_dense_2.set_weights(
+            [params[mlp + "Dense_1/kernel"], params[mlp + "Dense_1/bias"]]
+        )
+    set_layer(
+        "encoder_norm",
+        params["Transformer/encoder_norm/scale"],
+        params["Transformer/encoder_norm/bias"],
+    )
     if "pre_logits/kernel" in params:
         set_layer("pre_logits", params["pre_logits/kernel"], params["pre_logits/bias"])
     set_layer("head", params["head/kernel"], params["head/bias"])
@@ -87,4 +103,6 @@ def assign_reference_params(model: keras.Model, params: dict) -> None:
         if key.startswith(("gn_root", "block")) and key.endswith("/scale"):
             name = key[: -len("/scale")].replace("/", "_")
             bias = params[key[: -len("scale")] + "bias"]
-            model.get_layer(name).set_weights([params[key].reshape(-1), bias.reshape(-1)])
+            model.get_layer(name).set_weights(
+                [params[key].reshape(-1), bias.reshape(-1)]
+            )

@@ -4,17 +4,25 @@ import keras
 import numpy as np
 import pytest
 import reference_cnn
-from helpers import assert_config_is_constructor_args, images
+from helpers import assert_config_is_constructor_args
+from helpers import images
 
 from keras_vit.layers.conv_blocks import PreActBlock
-from keras_vit.layers.local_attention import WindowAttention2D, relative_position_index
+from keras_vit.layers.local_attention import WindowAttention2D
+from keras_vit.layers.local_attention import relative_position_index
 from keras_vit.layers.msa_block import PreActAttentionBlock
-from keras_vit.models.alternet import AlterNet, AlterNet18, AlterNet50
+from keras_vit.models.alternet import AlterNet
+from keras_vit.models.alternet import AlterNet18
+from keras_vit.models.alternet import AlterNet50
 from keras_vit.models.cnn import cnn_feature_extractor
 from keras_vit.models.cnn_layout import CNNLayout
-from keras_vit.models.cnn_variants import ALTERNETS, PREACT_RESNETS, CNNVariant
+from keras_vit.models.cnn_variants import ALTERNETS
+from keras_vit.models.cnn_variants import PREACT_RESNETS
+from keras_vit.models.cnn_variants import CNNVariant
 from keras_vit.models.layout import LayoutError
-from keras_vit.models.preact_resnet import PreActResNet, PreActResNet18, PreActResNet50
+from keras_vit.models.preact_resnet import PreActResNet
+from keras_vit.models.preact_resnet import PreActResNet18
+from keras_vit.models.preact_resnet import PreActResNet50
 
 FAMILIES = {"preact": (PreActResNet, PREACT_RESNETS), "alternet": (AlterNet, ALTERNETS)}
 # Small rows run on CIFAR-stem inputs; the paper's rows at 224 px.

@@ -15,7 +15,8 @@ from helpers import randomize
 
 import keras_vit
 from keras_vit.resample import resample_patch_embedding
-from keras_vit.weights import CheckpointError, load_weights
+from keras_vit.weights import CheckpointError
+from keras_vit.weights import load_weights
 
 SIZES = [(32, 32), (48, 64), (24, 40)]
 
@@ -37,7 +38,11 @@ def _images(size, seed=0, batch=2):
 
 @pytest.mark.parametrize(
     "variant, kwargs",
-    [("test/4", {}), ("test/8", {"backbone": (1,)}), ("test/4", {"pooling": "gap", "class_token": False})],
+    [
+        ("test/4", {}),
+        ("test/8", {"backbone": (1,)}),
+        ("test/4", {"pooling": "gap", "class_token": False}),
+    ],
 )
 def test_dynamic_model_equals_with_image_size(variant, kwargs):
     static, dynamic = _pair(variant, **kwargs)
@@ -138,7 +143,9 @@ def test_patch_size_override_loads_a_resized_kernel(tmp_path):
     )  # fmt: skip
     assert model.name == "vit_test4"
     kernel = np.asarray(model.get_layer("embedding").kernel)
-    expected = resample_patch_embedding(np.asarray(source.get_layer("embedding").kernel), 4)
+    expected = resample_patch_embedding(
+        np.asarray(source.get_layer("embedding").kernel), 4
+    )
     np.testing.assert_allclose(kernel, expected, atol=1e-6)
     # Position embeddings follow the new 8x8 grid; every other weight is copied.
     assert model.get_layer("posembed_input").embedding.shape == (1, 65, 32)
@@ -176,15 +183,17 @@ def dynamic_export(tmp_path_factory):
 def test_dynamic_export_serves_any_multiple_of_the_stride(dynamic_export):
     model, base = dynamic_export
     served = tf.saved_model.load(str(base / "1")).signatures
-    assert served["serving_default"].structured_input_signature[1]["images"].shape.as_list() == [
-        None, None, None, 3,
-    ]  # fmt: skip
+    spec = served["serving_default"].structured_input_signature[1]["images"]
+    assert spec.shape.as_list() == [None, None, None, 3]
     for size in [(16, 16), (24, 40), (44, 8)]:
         x = np.random.default_rng(0).integers(0, 256, (2, *size, 3)).astype("uint8")
         expected = np.asarray(model(x.astype("float32")))
         got = served["serving_default"](images=tf.constant(x))["logits"].numpy()
         np.testing.assert_allclose(got, expected, atol=1e-5)
-    with pytest.raises(tf.errors.InvalidArgumentError, match=r"multiples of \(4, 4\), got \(2, 22, 40, 3\)"):
+    with pytest.raises(
+        tf.errors.InvalidArgumentError,
+        match=r"multiples of \(4, 4\), got \(2, 22, 40, 3\)",
+    ):
         served["serving_default"](images=tf.zeros((2, 22, 40, 3), tf.uint8))
     with pytest.raises(tf.errors.InvalidArgumentError, match=r"got \(2, 24, 40, 1\)"):
         served["features"](images=tf.zeros((2, 24, 40, 1), tf.uint8))
@@ -193,15 +202,26 @@ def test_dynamic_export_serves_any_multiple_of_the_stride(dynamic_export):
 def test_dynamic_export_bytes_keep_or_resize(dynamic_export):
     model, base = dynamic_export
     rng = np.random.default_rng(1)
-    images = [rng.integers(0, 256, size).astype("uint8") for size in [(24, 40, 3), (12, 20, 3)]]
+    images = [
+        rng.integers(0, 256, size).astype("uint8")
+        for size in [(24, 40, 3), (12, 20, 3)]
+    ]
     encoded = tf.constant([tf.io.encode_png(i).numpy() for i in images])
-    own = tf.saved_model.load(str(base / "1")).signatures["serving_bytes"](image_bytes=encoded)
+    own = tf.saved_model.load(str(base / "1")).signatures["serving_bytes"](
+        image_bytes=encoded
+    )
     for index, image in enumerate(images):  # each at its own size (on the grid)
         expected = np.asarray(model(image[None].astype("float32")))
         probabilities = tf.nn.softmax(expected).numpy()[0]
-        np.testing.assert_allclose(own["probabilities"].numpy()[index], probabilities, atol=1e-5)
-    fixed = tf.saved_model.load(str(base / "3")).signatures["serving_bytes"](image_bytes=encoded)
-    resized = tf.image.resize(np.stack([i.astype("float32") for i in images[:1]]), (16, 16))
+        np.testing.assert_allclose(
+            own["probabilities"].numpy()[index], probabilities, atol=1e-5
+        )
+    fixed = tf.saved_model.load(str(base / "3")).signatures["serving_bytes"](
+        image_bytes=encoded
+    )
+    resized = tf.image.resize(
+        np.stack([i.astype("float32") for i in images[:1]]), (16, 16)
+    )
     expected = tf.nn.softmax(model(resized)).numpy()[0]
     np.testing.assert_allclose(fixed["probabilities"].numpy()[0], expected, atol=1e-5)
 
@@ -209,7 +229,12 @@ def test_dynamic_export_bytes_keep_or_resize(dynamic_export):
 def test_baked_export_equals_the_dynamic_model(dynamic_export):
     model, base = dynamic_export
     baked = tf.saved_model.load(str(base / "2")).signatures["serving_default"]
-    assert baked.structured_input_signature[1]["images"].shape.as_list() == [None, 24, 40, 3]
+    assert baked.structured_input_signature[1]["images"].shape.as_list() == [
+        None,
+        24,
+        40,
+        3,
+    ]
     x = np.random.default_rng(2).integers(0, 256, (2, 24, 40, 3)).astype("uint8")
     np.testing.assert_allclose(
         baked(images=tf.constant(x))["logits"].numpy(),

@@ -26,7 +26,10 @@ from PIL import Image
 
 import keras_vit
 from keras_vit.data import transforms
-from keras_vit.export import export, export_onnx, export_tflite, savedmodel
+from keras_vit.export import export
+from keras_vit.export import export_onnx
+from keras_vit.export import export_tflite
+from keras_vit.export import savedmodel
 from keras_vit.export.signatures import ServingGraph
 
 IMAGE_SIZE = (16, 24)  # Non-square: a (2, 3) patch grid at patch 8.

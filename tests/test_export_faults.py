@@ -26,17 +26,16 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
-from google.protobuf import (
-    descriptor_pb2,
-    descriptor_pool,
-    message_factory,
-    text_format,
-    wrappers_pb2,
-)
+from google.protobuf import descriptor_pb2
+from google.protobuf import descriptor_pool
+from google.protobuf import message_factory
+from google.protobuf import text_format
+from google.protobuf import wrappers_pb2
 from tensorflow_serving.apis import prediction_log_pb2
 
 import keras_vit
-from keras_vit.export import export, files
+from keras_vit.export import export
+from keras_vit.export import files
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SIZE = 16

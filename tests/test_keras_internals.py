@@ -20,7 +20,9 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
-from helpers import images, randomize, tiny_model
+from helpers import images
+from helpers import randomize
+from helpers import tiny_model
 
 from keras_vit import keras_internals
 from keras_vit.keras_internals import ClipGradientsHook

@@ -7,7 +7,9 @@ import dataclasses
 import numpy as np
 import pytest
 import tensorflow as tf
-from PIL import Image, ImageEnhance, ImageOps
+from PIL import Image
+from PIL import ImageEnhance
+from PIL import ImageOps
 
 from keras_vit import data
 from keras_vit.data import randaugment as ra

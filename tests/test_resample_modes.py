@@ -47,7 +47,10 @@ def torch_cubic_1d(x, new, align_corners):
         base = math.floor(src)
         value = 0.0
         for k in (-1, 0, 1, 2):
-            value = value + _keys(src - (base + k), -0.75) * x[min(max(base + k, 0), old - 1)]
+            value = (
+                value
+                + _keys(src - (base + k), -0.75) * x[min(max(base + k, 0), old - 1)]
+            )
         out.append(value)
     return np.stack(out)
 
@@ -80,7 +83,8 @@ def pil_antialias_1d(x, new, kernel, support):
         xmax = min(int(center + window + 0.5), old)
         weights = [kernel((j - center + 0.5) / filterscale) for j in range(xmin, xmax)]
         total = sum(weights)
-        out.append(sum(w * x[j] for w, j in zip(weights, range(xmin, xmax))) / total)
+        taps = zip(weights, range(xmin, xmax), strict=True)
+        out.append(sum(w * x[j] for w, j in taps) / total)
     return np.stack(out)
 
 
@@ -132,8 +136,12 @@ def test_the_reference_mode_is_scipy_zoom():
     grid = np.random.default_rng(1).normal(size=(6, 9, 4))
     for new in [(10, 4), (6, 9), (3, 17)]:
         zoom = (new[0] / 6, new[1] / 9, 1)
-        expected = scipy.ndimage.zoom(grid, zoom, order=1, mode="nearest", grid_mode=False)
-        np.testing.assert_allclose(resample.resample_grid(grid, new), expected, atol=1e-12)
+        expected = scipy.ndimage.zoom(
+            grid, zoom, order=1, mode="nearest", grid_mode=False
+        )
+        np.testing.assert_allclose(
+            resample.resample_grid(grid, new), expected, atol=1e-12
+        )
 
 
 @pytest.mark.parametrize("method", resample.METHODS)
@@ -144,14 +152,18 @@ def test_in_graph_matrices_equal_the_numpy_ones(method):
         traced = resample.weight_matrix(
             old, keras.ops.convert_to_tensor(new), method, corners, xp=keras.ops
         )
-        np.testing.assert_allclose(keras.ops.convert_to_numpy(traced), expected, atol=1e-6)
+        np.testing.assert_allclose(
+            keras.ops.convert_to_numpy(traced), expected, atol=1e-6
+        )
 
 
 def test_modes_are_validated():
     with pytest.raises(ValueError, match="`method` must be one of"):
         resample.resample_grid(np.zeros((2, 2, 1)), 3, method="nearest")
     with pytest.raises(ValueError, match="fixes align_corners=False"):
-        resample.resample_grid(np.zeros((2, 2, 1)), 3, method="timm", align_corners=True)
+        resample.resample_grid(
+            np.zeros((2, 2, 1)), 3, method="timm", align_corners=True
+        )
 
 
 # -- FlexiViT patch resizing ---------------------------------------------------
@@ -176,7 +188,9 @@ def test_resized_kernel_keeps_tokens_of_resized_patches(old, new):
     resize = resample.resize_patch_matrix((old, old), (new, new))  # (q*q, p*p)
     resized_patches = np.einsum("qp,npc->nqc", resize, patches.reshape(7, old * old, 3))
     new_kernel = resample.resample_patch_embedding(kernel, new)
-    tokens = np.einsum("npc,pcd->nd", patches.reshape(7, -1, 3), kernel.reshape(-1, 3, 5))
+    tokens = np.einsum(
+        "npc,pcd->nd", patches.reshape(7, -1, 3), kernel.reshape(-1, 3, 5)
+    )
     resized_tokens = np.einsum(
         "nqc,qcd->nd", resized_patches, new_kernel.reshape(-1, 3, 5)
     )

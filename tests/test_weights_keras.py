@@ -7,17 +7,17 @@ import warnings
 import keras
 import numpy as np
 import pytest
-from helpers import images, randomize
+from helpers import images
+from helpers import randomize
 
 import keras_vit
-from keras_vit.masked_patch import masked_patch_model, transfer_encoder
-from keras_vit.weights import (
-    CheckpointError,
-    VariantMismatchError,
-    from_keras_file,
-    from_model,
-    load_weights,
-)
+from keras_vit.masked_patch import masked_patch_model
+from keras_vit.masked_patch import transfer_encoder
+from keras_vit.weights import CheckpointError
+from keras_vit.weights import VariantMismatchError
+from keras_vit.weights import from_keras_file
+from keras_vit.weights import from_model
+from keras_vit.weights import load_weights
 
 
 def snapshot(model):
@@ -92,9 +92,13 @@ def test_another_architecture_fails_strictly_and_briefly(saved, name):
 
 
 def test_a_single_misfit_key_is_named(tmp_path):
-    source = keras_vit.ViT("test/4", image_size=16, num_classes=5, representation_size=6)
+    source = keras_vit.ViT(
+        "test/4", image_size=16, num_classes=5, representation_size=6
+    )
     source.save_weights(tmp_path / "pre_logits.weights.h5")
-    target = keras_vit.ViT("test/4", image_size=16, num_classes=5, representation_size=7)
+    target = keras_vit.ViT(
+        "test/4", image_size=16, num_classes=5, representation_size=7
+    )
     before = snapshot(target)
     with pytest.raises(CheckpointError) as info:
         load_weights(target, tmp_path / "pre_logits.weights.h5")

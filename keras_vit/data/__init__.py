@@ -23,29 +23,26 @@ dataset = data.train_dataset(
 ```
 """
 
-from keras_vit.data.augment import (
-    Augmentation,
-    BatchMixer,
-    inception_crop,
-    train_transform,
-)
-from keras_vit.data.datasets import (
-    ImageSource,
-    check_disjoint,
-    digits,
-    image_folder,
-    load_source,
-    parse_split,
-    tfds_source,
-)
-from keras_vit.data.pipeline import (
-    eval_dataset,
-    full_batches,
-    per_replica_batch_size,
-    train_dataset,
-)
-from keras_vit.data.randaugment import RANDAUGMENT_OPS, RandAugment
-from keras_vit.data.transforms import decode_image, eval_resize, to_model_range
+from keras_vit.data.augment import Augmentation
+from keras_vit.data.augment import BatchMixer
+from keras_vit.data.augment import inception_crop
+from keras_vit.data.augment import train_transform
+from keras_vit.data.datasets import ImageSource
+from keras_vit.data.datasets import check_disjoint
+from keras_vit.data.datasets import digits
+from keras_vit.data.datasets import image_folder
+from keras_vit.data.datasets import load_source
+from keras_vit.data.datasets import parse_split
+from keras_vit.data.datasets import tfds_source
+from keras_vit.data.pipeline import eval_dataset
+from keras_vit.data.pipeline import full_batches
+from keras_vit.data.pipeline import per_replica_batch_size
+from keras_vit.data.pipeline import train_dataset
+from keras_vit.data.randaugment import RANDAUGMENT_OPS
+from keras_vit.data.randaugment import RandAugment
+from keras_vit.data.transforms import decode_image
+from keras_vit.data.transforms import eval_resize
+from keras_vit.data.transforms import to_model_range
 
 __all__ = [
     "RANDAUGMENT_OPS",

@@ -29,7 +29,9 @@ from keras_vit.data import augment
 from keras_vit.data.augment import Augmentation
 from keras_vit.data.datasets import ImageSource
 from keras_vit.data.randaugment import RandAugment
-from keras_vit.data.transforms import decode_image, eval_resize, to_model_range
+from keras_vit.data.transforms import decode_image
+from keras_vit.data.transforms import eval_resize
+from keras_vit.data.transforms import to_model_range
 from keras_vit.layers.utils import to_pair
 
 AUTOTUNE = tf.data.AUTOTUNE

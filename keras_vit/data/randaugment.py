@@ -54,7 +54,8 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
+from collections.abc import Sequence
 
 import tensorflow as tf
 

@@ -14,13 +14,11 @@ export(model, "saved_models/vit_b16/1", class_names=names)
 
 from keras_vit.export.onnx import export_onnx
 from keras_vit.export.savedmodel import export
-from keras_vit.export.signatures import (
-    FEATURES,
-    SERVING_BYTES,
-    SERVING_DEFAULT,
-    SERVING_FLOAT,
-    SIGNATURE_NAMES,
-)
+from keras_vit.export.signatures import FEATURES
+from keras_vit.export.signatures import SERVING_BYTES
+from keras_vit.export.signatures import SERVING_DEFAULT
+from keras_vit.export.signatures import SERVING_FLOAT
+from keras_vit.export.signatures import SIGNATURE_NAMES
 from keras_vit.export.tflite import export_tflite
 from keras_vit.export.warmup import WARMUP_FILE
 

@@ -24,8 +24,10 @@ import tensorflow as tf
 
 import keras_vit
 from keras_vit.export import files
-from keras_vit.export.signatures import ServingGraph, build_archive
-from keras_vit.export.warmup import WARMUP_FILE, write_warmup_file
+from keras_vit.export.signatures import ServingGraph
+from keras_vit.export.signatures import build_archive
+from keras_vit.export.warmup import WARMUP_FILE
+from keras_vit.export.warmup import write_warmup_file
 from keras_vit.layers.utils import to_pair
 from keras_vit.models.resize import with_image_size
 

@@ -33,7 +33,9 @@ from collections.abc import Sequence
 import keras
 import tensorflow as tf
 
-from keras_vit.data.transforms import decode_image, eval_resize, to_model_range
+from keras_vit.data.transforms import decode_image
+from keras_vit.data.transforms import eval_resize
+from keras_vit.data.transforms import to_model_range
 from keras_vit.layers.utils import to_pair
 from keras_vit.models.features import feature_extractor
 from keras_vit.models.layout import ViTLayout
@@ -112,7 +114,9 @@ class ServingGraph:
         self.model = model
         self.dynamic = layout.dynamic
         # The example and (static) serving size; a dynamic model's native one.
-        self.image_size = layout.native_image_size if self.dynamic else layout.image_size
+        self.image_size = (
+            layout.native_image_size if self.dynamic else layout.image_size
+        )
         self.stride = layout.stride
         self.pads_images = layout.pads_images
         self.bytes_image_size = None
@@ -374,7 +378,13 @@ def check_shape(
     """
     names = {1: "height", 2: "width"}
     expected = ", ".join(
-        ["batch", *(names.get(i, "?") if d is None else str(int(d)) for i, d in enumerate(dims, 1))]
+        [
+            "batch",
+            *(
+                names.get(i, "?") if d is None else str(int(d))
+                for i, d in enumerate(dims, 1)
+            ),
+        ]
     )
     pattern = "[0-9]+" + "".join(
         ", [1-9][0-9]*" if d is None else f", {int(d)}" for d in dims
@@ -386,7 +396,6 @@ def check_shape(
     ok = tf.strings.regex_full_match(got, pattern)
     if None in dims and multiple != (1, 1):
         suffix = f" with height and width multiples of {multiple}"
-
 
         def fits():
             shape = tf.shape(tensor)
@@ -415,4 +424,3 @@ def build_archive(graph: ServingGraph) -> keras.export.ExportArchive:
     for name, fn in graph.functions().items():
         archive.add_endpoint(name, fn, input_signature=specs[name])
     return archive
-

@@ -9,12 +9,10 @@ from collections.abc import Sequence
 import tensorflow as tf
 
 from keras_vit.export import files
-from keras_vit.export.signatures import (
-    FEATURES,
-    SERVING_BYTES,
-    SERVING_DEFAULT,
-    SERVING_FLOAT,
-)
+from keras_vit.export.signatures import FEATURES
+from keras_vit.export.signatures import SERVING_BYTES
+from keras_vit.export.signatures import SERVING_DEFAULT
+from keras_vit.export.signatures import SERVING_FLOAT
 
 TENSOR_SIGNATURES = (SERVING_DEFAULT, SERVING_FLOAT, FEATURES)
 
