@@ -1,0 +1,448 @@
+"""Collects the Python blocks of the Markdown docs and runs them offline.
+
+The conventions, which `tests/test_docs.py` enforces:
+
+- **What runs.** Every fenced block opened with three backticks and
+  `python` (or `py`) in `README.md` and `docs/*.md`. Other fences (bash,
+  json) are not run.
+- **Order.** The blocks of one page run top to bottom in one namespace, as a
+  reader runs them: a later block may use names an earlier block made. Each
+  page starts from an empty namespace in a fresh temporary working directory.
+- **Names the prose assumes** (`images`, `model`, a saved
+  `runs/digits/final.keras`): a page's *prelude* (`PRELUDES` below, keyed by
+  the page's path) makes them before the page's first block. A prelude never
+  supplies a module: a block that uses `keras_vit`, `keras`, `np` or `tf`
+  must import it, or an earlier block of its page must.
+- **Tiny models, no downloads** (`tiny_world`): while a block runs, every
+  size of `keras_vit.VARIANTS` (Ti, S, B, L, H) is a tiny transformer of its
+  own width (so a checkpoint still names its variant) and every hybrid
+  backbone one bottleneck unit per stage, so `keras_vit.ViT_L16(...)` builds
+  in a fraction of a second. A pretrained tag (`weights="imagenet21k"`)
+  resolves to a random checkpoint in the original `.npz` layout, written on
+  first use into a temporary `$KERAS_HOME`; any real download raises. The
+  bundled digits data set keeps its first 128 examples per split, so that a
+  block that trains on it (`docs/training.md`) runs in seconds.
+- **Blocks that truly cannot run** (a TF Serving server, a GPU) carry
+  `<!-- doc-test: skip REASON -->` on the line before the fence. The reason
+  is required; the test reports each skip.
+
+Example:
+
+```python
+blocks = collect_blocks(REPO)
+namespace = {}
+with tiny_world(tmp_path / "keras_home"):
+    run_block(blocks[0], namespace)
+```
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import glob
+import json
+import os
+import re
+import struct
+import textwrap
+import types
+from collections.abc import Callable
+from collections.abc import Iterator
+from unittest import mock
+
+import keras
+import numpy as np
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+_FENCE_OPEN = re.compile(r"^(?P<indent>[ \t]*)```[ \t]*(?P<lang>[\w+-]*)[^`]*$")
+_FENCE_CLOSE = re.compile(r"^[ \t]*```[ \t]*$")
+_PYTHON = ("python", "py", "python3")
+_SKIP = re.compile(r"^\s*<!--\s*doc-test:\s*skip\b(?P<reason>.*?)-->\s*$")
+
+
+@dataclasses.dataclass(frozen=True)
+class Block:
+    """One fenced Python block of a Markdown page.
+
+    Attributes:
+        page: The page's path relative to the repository, e.g. `"README.md"`.
+        line: Line number (1-based) of the block's first code line.
+        code: The code, dedented to the fence's indentation.
+        skip: The reason of a `doc-test: skip` marker, or `None`.
+        path: The page's file, for tracebacks; defaults to `page`.
+    """
+
+    page: str
+    line: int
+    code: str
+    skip: str | None = None
+    path: str | None = None
+
+    @property
+    def name(self) -> str:
+        """`"docs/models.md:42"`: where the block starts."""
+        return f"{self.page}:{self.line}"
+
+
+class DocCollectionError(ValueError):
+    """A page whose blocks cannot be read: an unclosed fence, a bad marker."""
+
+
+def doc_pages(root: str = REPO) -> list[str]:
+    """`README.md` and `docs/*.md`, relative to `root`, in a stable order."""
+    pages = ["README.md"] if os.path.exists(os.path.join(root, "README.md")) else []
+    docs = sorted(glob.glob(os.path.join(root, "docs", "*.md")))
+    return pages + [os.path.relpath(p, root) for p in docs]
+
+
+def parse_blocks(page: str, text: str, path: str | None = None) -> list[Block]:
+    """The Python blocks of one page's Markdown `text` (read from `path`).
+
+    Raises:
+        DocCollectionError: for an unclosed fence, or a skip marker without a
+            reason or not followed by a Python block.
+    """
+    lines = text.splitlines()
+    blocks, i, pending_skip = [], 0, None
+    while i < len(lines):
+        line = lines[i]
+        marker = _SKIP.match(line)
+        if marker:
+            reason = marker.group("reason").strip()
+            if not reason:
+                raise DocCollectionError(
+                    f"{page}:{i + 1}: skip marker without a reason"
+                )
+            pending_skip = (i + 1, reason)
+            i += 1
+            continue
+        opening = _FENCE_OPEN.match(line)
+        if opening is None:
+            if pending_skip and line.strip():
+                raise DocCollectionError(
+                    f"{page}:{pending_skip[0]}: skip marker not followed by a block"
+                )
+            i += 1
+            continue
+        start = i + 1
+        end = start
+        while end < len(lines) and not _FENCE_CLOSE.match(lines[end]):
+            end += 1
+        if end == len(lines):
+            raise DocCollectionError(f"{page}:{i + 1}: fence never closed")
+        lang = opening.group("lang").lower()
+        if lang in _PYTHON:
+            body = "\n".join(lines[start:end])
+            code = textwrap.dedent(body) + "\n"
+            skip = pending_skip[1] if pending_skip else None
+            blocks.append(Block(page, start + 1, code, skip, path))
+        elif pending_skip:
+            raise DocCollectionError(
+                f"{page}:{pending_skip[0]}: skip marker before a {lang or 'plain'} "
+                "block; only Python blocks run"
+            )
+        pending_skip = None
+        i = end + 1
+    if pending_skip:
+        raise DocCollectionError(
+            f"{page}:{pending_skip[0]}: skip marker not followed by a block"
+        )
+    return blocks
+
+
+def collect_blocks(root: str = REPO) -> list[Block]:
+    """Every Python block of `README.md` and `docs/*.md` under `root`."""
+    blocks = []
+    for page in doc_pages(root):
+        path = os.path.join(root, page)
+        with open(path, encoding="utf-8") as f:
+            blocks += parse_blocks(page, f.read(), path)
+    return blocks
+
+
+def run_block(block: Block, namespace: dict) -> None:
+    """Executes `block` in `namespace`; tracebacks point at the page's lines."""
+    # Leading newlines make the traceback's line numbers the page's.
+    source = "\n" * (block.line - 1) + block.code
+    exec(compile(source, block.path or block.page, "exec"), namespace)  # noqa: S102
+
+
+# --- The tiny world ----------------------------------------------------------
+
+# One distinct tiny row per size, so that a checkpoint's shapes still name its
+# variant. Depth 4 keeps "block_3" and `blocks=[-4]` of the docs meaningful.
+_TINY_SIZES = {"Ti": 16, "S": 24, "B": 32, "L": 40, "H": 48}
+_TINY_RESNET_WIDTH = 32  # GroupNorm has 32 groups.
+_DIGITS_EXAMPLES = 128
+
+
+def _tiny_tables():
+    from keras_vit.models import variants
+
+    table = dict(variants.VARIANTS)
+    for size, width in _TINY_SIZES.items():
+        table[size] = variants.Variant(
+            hidden_dim=width, depth=4, mlp_dim=2 * width, num_heads=2
+        )
+    backbones = {}
+    for (name, stride), spec in variants.BACKBONES.items():
+        # One unit per stage keeps the stride; R50 and R26 at /32 must differ.
+        units = tuple(1 for _ in spec.layers)
+        if name == "R50" and len(units) == 4:
+            units = units[:-1] + (2,)
+        backbones[(name, stride)] = variants.ResNetSpec(units, _TINY_RESNET_WIDTH)
+    return types.MappingProxyType(table), types.MappingProxyType(backbones)
+
+
+def _refuse_download(*args, **kwargs):
+    origin = kwargs.get("origin", args[1] if len(args) > 1 else "?")
+    raise OSError(f"doc test: no downloads (asked for {origin})")
+
+
+def synthetic_checkpoint(entry) -> dict[str, np.ndarray]:
+    """Random arrays in the original `.npz` layout of a registry `entry`.
+
+    The shapes are those of the (tiny) model the entry describes; call it
+    inside `tiny_world`.
+    """
+    import keras_vit
+    from keras_vit.weights import npz
+
+    model = keras_vit.ViT(
+        entry.variant,
+        num_classes=entry.num_classes,
+        image_size=entry.image_size,
+        representation_size=entry.representation_size,
+    )
+    layout, _ = npz.checkpoint_layout(model)
+    rng = np.random.default_rng(len(entry.file_name))
+    return {
+        key: (0.02 * rng.standard_normal(target.shape)).astype("float32")
+        for key, target in layout.items()
+    }
+
+
+def _few_digits(real_digits):
+    def digits(split="train"):
+        source = real_digits(split)
+        n = min(source.num_examples, _DIGITS_EXAMPLES)
+        return dataclasses.replace(
+            source,
+            dataset=source.dataset.take(n),
+            num_examples=n,
+            files=source.files[:n],
+        )
+
+    return digits
+
+
+@contextlib.contextmanager
+def tiny_world(keras_home: str | os.PathLike) -> Iterator[None]:
+    """Tiny variants, synthetic pretrained tags and no network (see module)."""
+    from keras_vit.data import datasets
+    from keras_vit.models import variants
+    from keras_vit.weights import architecture
+    from keras_vit.weights import registry
+
+    os.makedirs(keras_home, exist_ok=True)
+    tiny_variants, tiny_backbones = _tiny_tables()
+    real_fetch = registry.fetch
+
+    def fetch(entry, cache_dir=None):
+        path = os.path.join(registry.cache_directory(cache_dir), entry.file_name)
+        if not os.path.exists(path):
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            partial = path + ".partial.npz"
+            np.savez(partial, **synthetic_checkpoint(entry))
+            os.replace(partial, path)
+        return real_fetch(entry, cache_dir)
+
+    with contextlib.ExitStack() as stack:
+        for module in (variants, architecture):
+            stack.enter_context(mock.patch.object(module, "VARIANTS", tiny_variants))
+            stack.enter_context(mock.patch.object(module, "BACKBONES", tiny_backbones))
+        stack.enter_context(mock.patch.object(registry, "fetch", fetch))
+        stack.enter_context(
+            mock.patch.object(datasets, "digits", _few_digits(datasets.digits))
+        )
+        stack.enter_context(
+            mock.patch.object(keras.utils, "get_file", _refuse_download)
+        )
+        stack.enter_context(
+            mock.patch.dict(os.environ, {"KERAS_HOME": os.fspath(keras_home)})
+        )
+        yield
+
+
+# --- Files the docs name -----------------------------------------------------
+
+_SAFETENSORS_DTYPES = {np.dtype("float32"): "F32"}
+
+
+def write_safetensors(path: str | os.PathLike, tensors: dict[str, np.ndarray]) -> None:
+    """Writes `tensors` as a `.safetensors` file (float32 only)."""
+    header, offset, chunks = {}, 0, []
+    for key, array in tensors.items():
+        data = np.ascontiguousarray(array).tobytes()
+        header[key] = {
+            "dtype": _SAFETENSORS_DTYPES[array.dtype],
+            "shape": list(array.shape),
+            "data_offsets": [offset, offset + len(data)],
+        }
+        offset += len(data)
+        chunks.append(data)
+    encoded = json.dumps(header).encode()
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(encoded)) + encoded + b"".join(chunks))
+
+
+def timm_checkpoint(
+    variant: str, image_size: int, num_classes: int, seed: int = 0
+) -> dict[str, np.ndarray]:
+    """Random tensors with the keys and shapes of a timm `VisionTransformer`.
+
+    Sizes come from `keras_vit.VARIANTS`, so inside `tiny_world` this is the
+    tiny model's checkpoint. Plain ViTs with a class token only.
+    """
+    from keras_vit.models import parse_variant
+
+    spec = parse_variant(variant)
+    d, m, p = spec.variant.hidden_dim, spec.variant.mlp_dim, spec.patch_size
+    tokens = (image_size // p) ** 2 + 1
+    rng = np.random.default_rng(seed)
+
+    def rand(*shape):
+        return (0.02 * rng.standard_normal(shape)).astype("float32")
+
+    out = {
+        "patch_embed.proj.weight": rand(d, 3, p, p),
+        "patch_embed.proj.bias": rand(d),
+        "cls_token": rand(1, 1, d),
+        "pos_embed": rand(1, tokens, d),
+        "norm.weight": 1 + rand(d),
+        "norm.bias": rand(d),
+        "head.weight": rand(num_classes, d),
+        "head.bias": rand(num_classes),
+    }
+    for i in range(spec.variant.depth):
+        b = f"blocks.{i}."
+        out |= {
+            b + "norm1.weight": 1 + rand(d),
+            b + "norm1.bias": rand(d),
+            b + "attn.qkv.weight": rand(3 * d, d),
+            b + "attn.qkv.bias": rand(3 * d),
+            b + "attn.proj.weight": rand(d, d),
+            b + "attn.proj.bias": rand(d),
+            b + "norm2.weight": 1 + rand(d),
+            b + "norm2.bias": rand(d),
+            b + "mlp.fc1.weight": rand(m, d),
+            b + "mlp.fc1.bias": rand(m),
+            b + "mlp.fc2.weight": rand(d, m),
+            b + "mlp.fc2.bias": rand(d),
+        }
+    return out
+
+
+def _images(batch: int, size: int, seed: int = 0) -> np.ndarray:
+    """`(batch, size, size, 3)` float32 in `[-1, 1]`."""
+    rng = np.random.default_rng(seed)
+    return rng.uniform(-1, 1, (batch, size, size, 3)).astype("float32")
+
+
+def _jpeg(size: int = 64, seed: int = 0) -> bytes:
+    import tensorflow as tf
+
+    rng = np.random.default_rng(seed)
+    pixels = rng.integers(0, 256, (size, size, 3), dtype=np.uint8)
+    return tf.io.encode_jpeg(pixels).numpy()
+
+
+# --- Preludes: the names each page's prose assumes ---------------------------
+
+
+def _models_prelude() -> dict:
+    import keras_vit
+
+    model = keras_vit.ViT_B16(num_classes=10)
+    posemb = model.get_layer("posembed_input").get_weights()[0]  # (1, 197, D)
+    return {
+        "model": model,
+        "model_224": model,
+        "images": _images(2, 224),
+        "posemb": posemb,
+    }
+
+
+def _weights_prelude() -> dict:
+    return {"images": _images(2, 224)}
+
+
+def _analysis_prelude() -> dict:
+    import keras_vit
+
+    # The digits model of `python -m recipes.train --config digits`.
+    model = keras_vit.ViT(
+        "test/2", num_classes=10, image_size=16, pooling="gap", class_token=False
+    )
+    os.makedirs("runs/digits", exist_ok=True)
+    model.save("runs/digits/final.keras")
+    return {"images": _images(4, 16)}
+
+
+def _self_supervision_prelude() -> dict:
+    import tensorflow as tf
+
+    rng = np.random.default_rng(0)
+    x_train, x_test = _images(50, 224, seed=1), _images(10, 224, seed=2)
+    y_train, y_test = np.repeat([0, 1], 25), np.repeat([0, 1], 5)
+    features = rng.standard_normal((50, 8)).astype("float32")
+    labelled = tf.data.Dataset.from_tensor_slices(
+        (_images(4, 224), np.array([0, 1, 0, 1]))
+    )
+    return {
+        "images_dataset": tf.data.Dataset.from_tensor_slices(_images(4, 224)).batch(2),
+        "x_train": x_train,
+        "y_train": y_train,
+        "x_test": x_test,
+        "y_test": y_test,
+        "train_features": features,
+        "train_labels": y_train,
+        "test_features": features[:10],
+        "test_labels": y_test,
+        "train": labelled.batch(2),
+    }
+
+
+def _serving_prelude() -> dict:
+    import keras_vit
+
+    keras_vit.ViT_B16(num_classes=10).save("vit_b16_cifar10.keras")
+    with open("cat.jpg", "wb") as f:
+        f.write(_jpeg())
+    names = ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog",
+             "horse", "ship", "truck"]  # fmt: skip
+    pixels = np.random.default_rng(0).integers(0, 256, (1, 224, 224, 3), np.uint8)
+    return {"cifar10_names": names, "jpeg_bytes": _jpeg(seed=1), "batch": pixels}
+
+
+def _migrating_prelude() -> dict:
+    from keras_vit.weights import registry
+
+    # timm's `vit_small_patch16_224` file as the Hub serves it (model.safetensors).
+    write_safetensors("model.safetensors", timm_checkpoint("S/16", 224, 1000))
+    # vit-keras's copy of the original ImageNet-21k B/16 file.
+    arrays = synthetic_checkpoint(registry.find("imagenet21k", "B/16"))
+    np.savez("ViT-B_16_imagenet21k.npz", **arrays)
+    return {}
+
+
+PRELUDES: dict[str, Callable[[], dict]] = {
+    "docs/models.md": _models_prelude,
+    "docs/weights.md": _weights_prelude,
+    "docs/analysis.md": _analysis_prelude,
+    "docs/self_supervision.md": _self_supervision_prelude,
+    "docs/serving.md": _serving_prelude,
+    "docs/migrating.md": _migrating_prelude,
+}
