@@ -438,7 +438,17 @@ def _migrating_prelude() -> dict:
     return {}
 
 
+def _readme_prelude() -> dict:
+    import keras_vit
+
+    # A run's own model, as `recipes.train` writes it.
+    os.makedirs("my_run", exist_ok=True)
+    keras_vit.ViT("B/16", num_classes=10).save("my_run/final.keras")
+    return {}
+
+
 PRELUDES: dict[str, Callable[[], dict]] = {
+    "README.md": _readme_prelude,
     "docs/models.md": _models_prelude,
     "docs/weights.md": _weights_prelude,
     "docs/analysis.md": _analysis_prelude,
