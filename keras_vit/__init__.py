@@ -16,12 +16,20 @@ from keras_vit import masked_patch
 from keras_vit import weights
 from keras_vit.models import ALTERNETS
 from keras_vit.models import BACKBONES
+from keras_vit.models import FAMILY_MODELS
 from keras_vit.models import NAMED_MODELS
 from keras_vit.models import PREACT_RESNETS
 from keras_vit.models import VARIANTS
 from keras_vit.models import AlterNet
 from keras_vit.models import AlterNet18
 from keras_vit.models import AlterNet50
+from keras_vit.models import DeiT3_B16
+from keras_vit.models import DeiT3_L16
+from keras_vit.models import DeiT3_S16
+from keras_vit.models import DINOv2_B14
+from keras_vit.models import DINOv2_g14
+from keras_vit.models import DINOv2_L14
+from keras_vit.models import DINOv2_S14
 from keras_vit.models import PreActResNet
 from keras_vit.models import PreActResNet18
 from keras_vit.models import PreActResNet50
@@ -30,6 +38,8 @@ from keras_vit.models import R26_ViT_S32
 from keras_vit.models import R50_ViT_B16
 from keras_vit.models import R50_ViT_L32
 from keras_vit.models import ResNetSpec
+from keras_vit.models import SigLIP_B16
+from keras_vit.models import SigLIP_So400m14
 from keras_vit.models import ViT
 from keras_vit.models import ViT_B8
 from keras_vit.models import ViT_B16
@@ -42,6 +52,7 @@ from keras_vit.models import ViT_S32
 from keras_vit.models import ViT_Ti16
 from keras_vit.models import ViTLayout
 from keras_vit.models import cnn_feature_extractor
+from keras_vit.models import family_model
 from keras_vit.models import feature_extractor
 from keras_vit.models import parse_variant
 from keras_vit.models import with_image_size
@@ -57,6 +68,15 @@ __all__ = [
     "ALTERNETS",
     "BACKBONES",
     "cnn_feature_extractor",
+    "DeiT3_B16",
+    "DeiT3_L16",
+    "DeiT3_S16",
+    "DINOv2_B14",
+    "DINOv2_g14",
+    "DINOv2_L14",
+    "DINOv2_S14",
+    "family_model",
+    "FAMILY_MODELS",
     "feature_extractor",
     "fewshot",
     "imagenet",
@@ -75,6 +95,8 @@ __all__ = [
     "resample_patch_embedding",
     "resample_position_embedding",
     "ResNetSpec",
+    "SigLIP_B16",
+    "SigLIP_So400m14",
     "VARIANTS",
     "ViT",
     "ViT_B16",

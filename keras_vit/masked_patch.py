@@ -394,6 +394,11 @@ def masked_patch_model(
     drop_path_rate: float = 0.0,
     gelu_approximate: bool = False,
     channels: int = 3,
+    num_registers: int = 0,
+    no_embed_class: bool = False,
+    layer_scale_init: float | None = None,
+    qk_norm: bool = False,
+    mlp: str = "gelu",
     corruption_rate: float = CORRUPTION_RATE,
     mask_rate: float = MASK_RATE,
     random_rate: float = RANDOM_RATE,
@@ -425,6 +430,10 @@ def masked_patch_model(
         drop_path_rate: Stochastic depth, as in `keras_vit.ViT`.
         gelu_approximate: Tanh GELU instead of the exact one.
         channels: Input channels. Defaults to 3.
+        num_registers, no_embed_class, layer_scale_init, qk_norm, mlp: The
+            encoder features of the newer ViT families, as in
+            `keras_vit.ViT` (all off by default), so that an encoder
+            pre-trained here loads into a classifier built with them.
         corruption_rate: Fraction of patches corrupted. Defaults to 0.5.
         mask_rate: Share of corrupted patches set to the mask token.
             Defaults to 0.8.
@@ -471,7 +480,13 @@ def masked_patch_model(
         attention_dropout_rate=attention_dropout_rate,
         drop_path_rate=drop_path_rate,
         gelu_approximate=gelu_approximate,
+        num_registers=int(num_registers),
+        no_embed_class=no_embed_class,
+        layer_scale_init=layer_scale_init,
+        qk_norm=qk_norm,
+        mlp=mlp,
     )  # (B, prefix + N, D)
+    num_prefix_tokens += int(num_registers)
     pooled = TokenPooling(pooling, num_prefix_tokens, name=names.POOL)(x)  # (B, D)
     logits = keras.layers.Dense(
         mean_color_classes(color_bits, channels),

@@ -27,7 +27,7 @@ is a tensor.
 embedding kernel to another patch size by the pseudo-inverse of the resize
 that would be applied to the patches, so that a patch resized with the same
 operator gives the same token.
-"""
+"""  # noqa: E501
 
 from __future__ import annotations
 

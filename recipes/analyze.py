@@ -28,13 +28,13 @@ need labels.
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import time
 
-import keras
 import numpy as np
+
+from recipes import cli
 
 ANALYSES = (
     "filters",
@@ -50,21 +50,12 @@ NEEDS_LABELS = ("hessian", "noise")
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+def build_parser() -> cli.ArgumentParser:
+    parser = cli.ArgumentParser(
         prog="python -m recipes.analyze",
         description=__doc__.split("\n\n")[0],
     )
-    source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("--model", help="a saved .keras model")
-    source.add_argument("--variant", help='a variant to build, e.g. "B/16" or "test/4"')
-    parser.add_argument(
-        "--weights",
-        help="weights for --variant: a .weights.h5 file, or a checkpoint/tag for "
-        "keras_vit.weights.load_weights",
-    )
-    parser.add_argument("--image-size", type=int, default=224, help="with --variant")
-    parser.add_argument("--num-classes", type=int, default=1000, help="with --variant")
+    cli.add_model_arguments(parser, "--image-size")
     parser.add_argument(
         "--images",
         required=True,
@@ -97,23 +88,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--verbose", type=int, default=1, help="0 hides progress bars")
+    cli.add_verbose_flag(parser)
     return parser
 
 
-def load_model(args) -> keras.Model:
-    import keras_vit
-
-    if args.model:
-        # compile=False: the analyses need no optimizer (and a training run's
-        # optimizer class may live in a module not imported here).
-        return keras.saving.load_model(args.model, compile=False)
-    # `weights=` goes through keras_vit.weights.load_weights, which also
-    # loads .weights.h5 files (with model.load_weights).
-    return keras_vit.ViT(
-        args.variant,
+def load_model(args):
+    """The model of `--model` or `--variant` (`recipes.cli.load_model`)."""
+    return cli.load_model(
+        args.model,
+        variant=args.variant,
+        weights=args.weights,
         num_classes=args.num_classes,
-        image_size=args.image_size,
-        weights=args.weights or None,
+        image_size=None if args.model else args.image_size,
     )
 
 
@@ -139,15 +125,15 @@ def _fit(images: np.ndarray, image_size, channels) -> np.ndarray:
     if images.ndim == 3:
         images = images[..., None]
     if images.ndim != 4:
-        raise SystemExit(f"Images must be (N, H, W[, C]). Received: {images.shape}")
+        cli.fail(f"images must be (N, H, W[, C]), not {images.shape}")
     if images.shape[-1] != channels:
         if images.shape[-1] == 1:
             images = np.repeat(images, channels, axis=-1)
         elif images.shape[-1] == 3 and channels == 1:
             images = images.mean(axis=-1, keepdims=True)
         else:
-            raise SystemExit(
-                f"Images have {images.shape[-1]} channels; the model takes {channels}."
+            cli.fail(
+                f"images have {images.shape[-1]} channels; the model takes {channels}"
             )
     if tuple(images.shape[1:3]) != tuple(image_size):
         images = tf.image.resize(images, image_size, method="bilinear").numpy()
@@ -163,7 +149,7 @@ def load_images(source: str, image_size, channels):
         with np.load(source, allow_pickle=False) as data:
             key = "images" if "images" in data else "x" if "x" in data else None
             if key is None:
-                raise SystemExit(f"{source} has no 'images' (or 'x') array.")
+                cli.fail(f"{source} has no 'images' (or 'x') array")
             images = data[key]
             labels = data["labels"] if "labels" in data else data.get("y")
         if images.dtype == np.uint8:
@@ -171,9 +157,7 @@ def load_images(source: str, image_size, channels):
         return _fit(images, image_size, channels), labels
     if os.path.isdir(source):
         return _load_directory(source, image_size, channels)
-    raise SystemExit(
-        f"--images {source!r} is not a directory, an .npz file or 'digits'."
-    )
+    cli.fail(f"--images {source!r} is not a directory, an .npz file or 'digits'")
 
 
 def _load_directory(source, image_size, channels):
@@ -195,7 +179,7 @@ def _load_directory(source, image_size, channels):
                 images.append(np.asarray(image, dtype="float32"))
             labels.append(label)
     if not images:
-        raise SystemExit(f"No image files ({', '.join(IMAGE_SUFFIXES)}) in {source}.")
+        cli.fail(f"no image files ({', '.join(IMAGE_SUFFIXES)}) in {source}")
     images = np.stack(images) / 127.5 - 1.0
     labels = None if folders[0][1] is None else np.asarray(labels, dtype="int64")
     return _fit(images, image_size, channels), labels
@@ -301,11 +285,24 @@ def main(argv: list[str] | None = None) -> dict[str, str]:
     """Runs the command; returns `{analysis: png_path}`."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.only:  # Checked before TensorFlow is imported.
+        chosen = {name.strip() for name in args.only.split(",") if name.strip()}
+        unknown = sorted(chosen - set(ANALYSES))
+        if unknown:
+            parser.error(f"--only: unknown analyses {unknown}; choose from {ANALYSES}")
+        if args.variant and args.num_classes == 0 and chosen & set(NEEDS_LABELS):
+            parser.error(f"{sorted(chosen & set(NEEDS_LABELS))} need a head")
+    cli.quiet_tensorflow(args.tf_logs)
+    import keras
+
     from keras_vit import analysis
     from keras_vit.analysis import plotting
 
     keras.utils.set_random_seed(args.seed)
-    model = load_model(args)
+    try:
+        model = load_model(args)
+    except ValueError as error:
+        cli.fail(str(error).splitlines()[0])
     layout = analysis.token_layout(model)
     images, labels = load_images(args.images, layout.image_size, layout.channels)
     images, labels = (
@@ -313,7 +310,7 @@ def main(argv: list[str] | None = None) -> dict[str, str]:
         (None if labels is None else np.asarray(labels)[: args.max_images]),
     )
     # A model with a `preprocessing` layer takes [0, 255] pixels.
-    has_preprocessing = any(layer.name == "preprocessing" for layer in model.layers)
+    has_preprocessing = layout.has_preprocessing
     value_range = (0.0, 255.0) if has_preprocessing else (-1.0, 1.0)
     model_inputs = (images + 1.0) * 127.5 if has_preprocessing else images
     names = selected_analyses(args, labels is not None, parser)

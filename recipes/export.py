@@ -18,46 +18,20 @@ python -m recipes.export --variant B/16 --weights vit_b16.weights.h5 \
 
 from __future__ import annotations
 
-import argparse
+import importlib.util
 import json
 import pathlib
 import sys
 
-import keras
-
-import keras_vit
-from keras_vit.export import export
-from keras_vit.export import export_onnx
-from keras_vit.export import export_tflite
-from keras_vit.export.savedmodel import METADATA_FILE
+from recipes import cli
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+def build_parser() -> cli.ArgumentParser:
+    parser = cli.ArgumentParser(
         prog="python -m recipes.export",
         description=__doc__.split("\n\n")[0],
     )
-    source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("--model", help="a saved .keras model")
-    source.add_argument("--variant", help='a variant to build, e.g. "B/16"')
-    parser.add_argument(
-        "--weights",
-        help="weights for --variant: a .weights.h5 file, or a checkpoint/tag "
-        "for keras_vit.weights.load_weights",
-    )
-    parser.add_argument(
-        "--num-classes",
-        type=int,
-        default=1000,
-        help="classes of --variant's head; 0 builds a headless feature model",
-    )
-    parser.add_argument(
-        "--model-image-size",
-        type=_size,
-        default=(224, 224),
-        help="resolution --variant is built (and its weights trained) at: "
-        "224 or 224x320 (default 224)",
-    )
+    cli.add_model_arguments(parser, "--model-image-size")
     parser.add_argument("--name", required=True, help="model name: the directory")
     parser.add_argument(
         "--version", type=int, required=True, help="a positive integer version"
@@ -67,7 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--image-size",
-        type=_size,
+        type=cli.image_size_arg,
         default=None,
         help="serve at another resolution, e.g. 384 or 384x512 (position "
         "embeddings resampled); default: the model's",
@@ -88,36 +62,18 @@ def build_parser() -> argparse.ArgumentParser:
         "--tflite", action="store_true", help="also write <version>.tflite"
     )
     parser.add_argument("--onnx", action="store_true", help="also write <version>.onnx")
+    cli.add_verbose_flag(parser)
     return parser
 
 
-def _size(text: str) -> tuple[int, int]:
-    parts = text.lower().split("x")
-    try:
-        values = tuple(int(p) for p in parts)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a size: {text!r}") from None
-    if len(values) == 1:
-        values = values * 2
-    if len(values) != 2 or min(values) <= 0:
-        raise argparse.ArgumentTypeError(f"not a size: {text!r} (use 384 or 384x512)")
-    return values
-
-
-def load_model(args) -> keras.Model:
-    """The model named on the command line: a `.keras` file or a variant."""
-    if args.model:
-        if args.weights:
-            raise SystemExit("--weights goes with --variant, not --model.")
-        return keras.saving.load_model(args.model)
-    # `weights=` goes through keras_vit.weights.load_weights, which also
-    # loads .weights.h5 files (with model.load_weights).
-    return keras_vit.ViT(
-        args.variant,
-        num_classes=max(args.num_classes, 1),
-        include_top=args.num_classes > 0,
-        image_size=args.model_image_size,
-        weights=args.weights or None,
+def load_model(args):
+    """The model named on the command line (`recipes.cli.load_model`)."""
+    return cli.load_model(
+        args.model,
+        variant=args.variant,
+        weights=args.weights,
+        num_classes=args.num_classes,
+        image_size=None if args.model else args.model_image_size,
     )
 
 
@@ -127,26 +83,45 @@ def read_class_names(path: str) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> pathlib.Path:
-    args = build_parser().parse_args(argv)
+    """Command-line entry point; returns the SavedModel directory.
+
+    Every argument error is one line (`error: ...`, exit status 2), checked
+    before TensorFlow is imported where it can be.
+    """
+    parser = build_parser()
+    args = parser.parse_args(argv)
     if args.version <= 0:
-        raise SystemExit(f"--version must be a positive integer, not {args.version}.")
+        parser.error(f"--version must be a positive integer, not {args.version}")
+    if args.model and args.weights:
+        parser.error("--weights goes with --variant, not --model")
     model_dir = pathlib.Path(args.base_dir) / args.name
     # Fail before loading a model that cannot be written.
     if (model_dir / str(args.version)).exists() and not args.overwrite:
-        raise SystemExit(
-            f"Not exported: {model_dir / str(args.version)} already exists. "
-            "Use a new --version, or --overwrite."
+        cli.fail(
+            f"not exported: {model_dir / str(args.version)} already exists; "
+            "use a new --version, or --overwrite"
         )
-    if args.onnx:
+    if args.onnx and importlib.util.find_spec("tf2onnx") is None:
+        cli.fail("--onnx needs tf2onnx: pip install tf2onnx onnxruntime")
+    class_names = None
+    if args.class_names:
         try:
-            import tf2onnx  # noqa: F401
-        except ImportError:
-            raise SystemExit(
-                "--onnx needs tf2onnx: pip install tf2onnx onnxruntime"
-            ) from None
-    class_names = read_class_names(args.class_names) if args.class_names else None
-    model = load_model(args)
+            class_names = read_class_names(args.class_names)
+        except OSError as error:
+            cli.fail(f"--class-names: {error.strerror}: {args.class_names}")
+        if args.variant and args.num_classes and len(class_names) != args.num_classes:
+            cli.fail(
+                f"--class-names lists {len(class_names)} names for "
+                f"--num-classes {args.num_classes}"
+            )
+    cli.quiet_tensorflow(args.tf_logs)
+    from keras_vit.export import export
+    from keras_vit.export import export_onnx
+    from keras_vit.export import export_tflite
+    from keras_vit.export.savedmodel import METADATA_FILE
+
     try:
+        model = load_model(args)
         path = export(
             model,
             model_dir / str(args.version),
@@ -157,7 +132,9 @@ def main(argv: list[str] | None = None) -> pathlib.Path:
             crop_fraction=args.crop_fraction,
         )
     except FileExistsError as error:  # Appeared while the model loaded.
-        raise SystemExit(f"Not exported: {error}") from None
+        cli.fail(f"not exported: {error}")
+    except ValueError as error:  # E.g. a class-names count the model lacks.
+        cli.fail(str(error).splitlines()[0])
     info = json.loads((path / METADATA_FILE).read_text())
     print(
         f"SavedModel: {path}  (image size {info['image_size']}, signatures "

@@ -24,79 +24,46 @@ split is read once for its labels, not decoded.
 
 from __future__ import annotations
 
-import argparse
-import dataclasses
-import json
-import os
-import sys
-import time
+from recipes import cli
 
-import keras
-import numpy as np
-import tensorflow as tf
-
-import keras_vit
-import keras_vit.masked_patch  # noqa: F401  (registers its layers for loading)
-from keras_vit import data
-from keras_vit import fewshot
+SHOTS = (1, 5, 10, 25)  # keras_vit.fewshot.SHOTS, without importing TensorFlow.
 
 
 def load_model(
     model_path: str | None = None,
     variant: str | None = None,
     weights: str | None = None,
-    image_size: int | None = None,
+    image_size: int | tuple[int, int] | None = None,
     channels: int = 3,
     representation_size: int | None = None,
-) -> keras.Model:
-    """The model to evaluate: a `.keras` file, or `keras_vit.ViT(variant)`.
-
-    Args:
-        model_path: A `.keras` file written by `model.save` (a classifier,
-            an encoder, or a masked-patch pre-training model).
-        variant: With no `model_path`: the variant to build, e.g. `"B/16"`.
-        weights: Pretrained weights for `variant` (a tag or a checkpoint
-            file); `None` keeps the random initialisation.
-        image_size: Input size. For a loaded model, a size other than its
-            own rebuilds it with resampled position embeddings.
-        channels: Input channels of a built model. Defaults to 3.
-        representation_size: `pre_logits` width of a built model; by default
-            that of the weights tag, if it has one.
-
-    Returns:
-        A `keras.Model` that `keras_vit.feature_extractor` accepts.
-    """
-    if model_path:
-        if not os.path.exists(model_path):
-            raise ValueError(f"No model file at {model_path!r}.")
-        model = keras.saving.load_model(model_path, compile=False)
-        if image_size and tuple(model.input_shape[1:3]) != (image_size, image_size):
-            model = keras_vit.with_image_size(model, image_size)
-        return model
-    if not variant:
-        raise ValueError("Pass --model FILE.keras, or --variant (and --weights).")
-    if representation_size is None and weights:
-        from keras_vit.weights import list_weights
-
-        known = [w for w in list_weights(variant) if w.tag == weights]
-        representation_size = known[0].representation_size if known else None
-    return keras_vit.ViT(
-        variant,
-        image_size=image_size or 224,
+):
+    """The model to evaluate: `recipes.cli.load_model`, headless for `variant`."""
+    return cli.load_model(
+        model_path,
+        variant=variant,
+        weights=weights,
+        num_classes=0,
+        image_size=image_size,
         channels=channels,
         representation_size=representation_size,
-        weights=weights,
     )
 
 
-def source_labels(source: data.ImageSource) -> np.ndarray:
+def source_labels(source):
     """The labels of a source, in order, without decoding any image."""
+    import numpy as np
+
     labels = source.dataset.map(lambda image, label: label).batch(4096)
     return np.concatenate([np.asarray(batch) for batch in labels]).astype("int64")
 
 
-def select(source: data.ImageSource, indices: np.ndarray) -> data.ImageSource:
+def select(source, indices):
     """The sub-source holding the elements at `indices` (in source order)."""
+    import dataclasses
+
+    import numpy as np
+    import tensorflow as tf
+
     keep = tf.constant(np.unique(indices), tf.int64)
 
     def wanted(index, element):
@@ -115,9 +82,9 @@ def few_shot_pools(
     *,
     train_split: str,
     test_split: str,
-    image_size: int,
+    image_size: int | tuple[int, int],
     channels: int,
-    shots=fewshot.SHOTS,
+    shots=SHOTS,
     seed: int = 0,
     trials: int = 1,
     data_dir: str | None = None,
@@ -132,6 +99,13 @@ def few_shot_pools(
         in source order; `test` the test split (cut to `max_test_examples`);
         `subsets[t]` gives trial `t`'s `{shots: positions}` into `train`.
     """
+    import dataclasses
+
+    import numpy as np
+
+    from keras_vit import data
+    from keras_vit import fewshot
+
     train_source = data.load_source(dataset, train_split, data_dir)
     labels = source_labels(train_source)
     draws = [fewshot.sample_shots(labels, shots, seed + t) for t in range(trials)]
@@ -142,6 +116,7 @@ def few_shot_pools(
     )
     train = data.eval_dataset(select(train_source, used), **options)
     test_source = data.load_source(dataset, test_split, data_dir)
+    data.check_disjoint(train_source, test_source)  # No test image drawn as a shot.
     if max_test_examples:
         test_source = dataclasses.replace(
             test_source,
@@ -153,12 +128,12 @@ def few_shot_pools(
 
 
 def evaluate(
-    model: keras.Model,
+    model,
     dataset: str = "digits",
     *,
     train_split: str = "train",
     test_split: str = "test",
-    shots=fewshot.SHOTS,
+    shots=SHOTS,
     l2="auto",
     seed: int = 0,
     trials: int = 1,
@@ -167,14 +142,17 @@ def evaluate(
     batch_size: int = 128,
 ) -> dict[str, float]:
     """Few-shot accuracies of `model` on `dataset`, averaged over `trials`."""
+    import numpy as np
+
+    import keras_vit
+    from keras_vit import fewshot
+
     height, width, channels = model.input_shape[1:4]
-    if height != width:
-        raise ValueError(f"Square inputs only here; the model takes {height}x{width}.")
     train, test, subsets = few_shot_pools(
         dataset,
         train_split=train_split,
         test_split=test_split,
-        image_size=height,
+        image_size=(height, width),
         channels=channels,
         shots=shots,
         seed=seed,
@@ -212,8 +190,8 @@ def format_table(results: dict[str, float], title: str) -> str:
     return "\n".join(lines)
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
+def parse_args(argv: list[str] | None = None):
+    parser = cli.ArgumentParser(
         prog="python -m recipes.fewshot",
         description="Few-shot linear evaluation of a frozen ViT "
         "(see docs/self_supervision.md).",
@@ -236,9 +214,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     what.add_argument(
         "--image-size",
-        type=int,
+        type=cli.image_size_arg,
         default=None,
-        help="Input size (default: the model's; 224 for --variant).",
+        help="Input size, 224 or 224x320 (default: the model's; 224 for --variant).",
     )
     what.add_argument("--channels", type=int, default=3)
     how = parser.add_argument_group("evaluation")
@@ -263,16 +241,31 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     how.add_argument("--trials", type=int, default=1, help="Draws to average.")
     how.add_argument("--batch-size", type=int, default=128)
     how.add_argument("--out", default=None, help="Also write the results as JSON here.")
-    return parser.parse_args(argv)
+    cli.add_verbose_flag(parser)
+    args = parser.parse_args(argv)
+    try:
+        args.shots = tuple(int(s) for s in args.shots.split(","))
+        args.l2 = args.l2 if args.l2 == "auto" else float(args.l2)
+    except ValueError:
+        parser.error("--shots takes counts like 1,5,10 and --l2 'auto' or a number")
+    if min(args.shots) < 1 or args.trials < 1 or args.batch_size < 1:
+        parser.error("--shots, --trials and --batch-size must be positive")
+    if not args.model and not args.variant:
+        parser.error("pass --model FILE.keras, or --variant (and --weights)")
+    return args
 
 
 def main(argv: list[str] | None = None) -> dict:
-    """Command-line entry point; returns the results dict."""
+    """Command-line entry point; returns the results dict.
+
+    Exits with status 2 and one line on an argument or data error.
+    """
+    import time
+
     args = parse_args(argv)
+    cli.quiet_tensorflow(args.tf_logs)
+    started = time.time()
     try:
-        shots = tuple(int(s) for s in args.shots.split(","))
-        l2 = args.l2 if args.l2 == "auto" else float(args.l2)
-        started = time.time()
         model = load_model(
             args.model,
             args.variant,
@@ -286,8 +279,8 @@ def main(argv: list[str] | None = None) -> dict:
             args.dataset,
             train_split=args.train_split,
             test_split=args.test_split,
-            shots=shots,
-            l2=l2,
+            shots=args.shots,
+            l2=args.l2,
             seed=args.seed,
             trials=args.trials,
             data_dir=args.data_dir,
@@ -295,7 +288,7 @@ def main(argv: list[str] | None = None) -> dict:
             batch_size=args.batch_size,
         )
     except ValueError as error:
-        sys.exit(f"error: {error}")
+        cli.fail(str(error).splitlines()[0])
     seconds = time.time() - started
     name = args.model or f"{args.variant} ({args.weights or 'random init'})"
     title = (
@@ -313,8 +306,9 @@ def main(argv: list[str] | None = None) -> dict:
             "seconds": round(seconds, 1),
             "accuracy": results,
         }
-        with open(args.out, "w") as f:
-            json.dump(record, f, indent=2)
+        from keras_vit.training import atomic
+
+        atomic.write_json(args.out, record)
     return results
 
 

@@ -12,250 +12,225 @@ python -m recipes.train --config my_config.py --set epochs=3 --set strategy=mirr
 ```
 
 Run it again with the same command after an interruption: it resumes from
-the last completed epoch and ends where an uninterrupted run ends. See
-`docs/training.md` for the run directory layout and TensorBoard.
+the last completed epoch and ends where an uninterrupted run ends (a backup
+made with another config is refused: `--fresh` starts again). A run whose
+loss becomes NaN stops, keeps its last finite state and exits with status 1;
+argument and config errors exit with status 2. See `docs/training.md` for
+the run directory layout and TensorBoard.
 """
 
 from __future__ import annotations
 
-import argparse
-import dataclasses
-import json
-import os
 import sys
-import time
 
-import keras
-import numpy as np
-import tensorflow as tf
-
-import keras_vit
-from keras_vit import data, training
-from recipes.configs.base import TrainConfig, load_config, override, shipped_configs
-from recipes.common import printer
-from recipes.common import resume_or_start
+from recipes import cli
+from recipes.configs.base import ConfigError
+from recipes.configs.base import TrainConfig
+from recipes.configs.base import load_config
+from recipes.configs.base import override
+from recipes.configs.base import shipped_configs
 
 
-def run(config: TrainConfig, callbacks: tuple = ()) -> dict:
+def run(
+    config: TrainConfig,
+    callbacks: tuple = (),
+    *,
+    fresh: bool = False,
+    allow_changes: bool = False,
+) -> dict:
     """Trains (and evaluates, and saves) as `config` says.
 
     Args:
         config: The run's `TrainConfig`.
         callbacks: Extra Keras callbacks, appended to the recipe's.
+        fresh: Set an existing backup aside and start again.
+        allow_changes: Resume from a backup made with another config.
 
     Returns:
         A dict: `history` (per-epoch logs), `test` (final metrics or
         `None`), `workdir`, `model` (the trained `keras.Model`, with the
         averaged weights when EMA is on), `seconds`.
+
+    Raises:
+        ConfigError: The backup belongs to another config.
+        RunDiverged: The loss became non-finite (`results.json` says where).
     """
-    started = time.time()
-    # == Strategy, seeds, precision ==========================================
-    # First: TPU and multi-worker strategies must exist before TF uses devices.
-    strategy = training.select_strategy(config.strategy)
-    chief = training.is_chief(strategy)
-    task = training.task_name(strategy)
-    workdir = config.resolved_workdir()
-    say = printer("train", config.verbose and chief)
-    keras.utils.set_random_seed(config.seed)
-    policy = training.set_precision(config.mixed_precision, strategy)
-    replicas = strategy.num_replicas_in_sync
-    per_replica = data.per_replica_batch_size(config.global_batch_size, replicas)
-    say(
-        f"Strategy: {training.describe(strategy)}; batch {config.global_batch_size} "
-        f"= {replicas} x {per_replica}; precision {policy}."
-    )
+    from recipes import common
 
-    # == Data ================================================================
-    train_source = data.load_source(
-        config.dataset, config.train_split, config.data_dir, seed=config.seed
+    run_ = common.setup(config, "train")
+    state = common.resume_or_start(
+        config, run_, fresh=fresh, allow_changes=allow_changes
     )
-    steps = config.steps_per_epoch or data.full_batches(
-        train_source.num_examples, config.global_batch_size
-    )
-    start_epoch = resume_or_start(workdir, chief, task, say)
-    say(
-        f"Data: {train_source.name}, {train_source.num_examples} examples, "
-        f"{train_source.num_classes} classes, {steps} steps/epoch"
-        + (
-            f"; {len(train_source.skipped)} unreadable files skipped."
-            if train_source.skipped
-            else "."
-        )
-    )
-    train_ds = data.train_dataset(
-        train_source,
-        image_size=config.image_size,
-        global_batch_size=config.global_batch_size,
-        epochs=config.epochs,
-        start_epoch=start_epoch,
-        steps_per_epoch=steps,
-        seed=config.seed,
-        channels=config.channels,
-        area_range=config.crop_area_range,
-        aspect_ratio_range=config.crop_aspect_range,
-        flip=config.random_flip,
-        randaugment_ops=config.randaugment_ops,
-        randaugment_magnitude=config.randaugment_magnitude,
-        mixup_alpha=config.mixup_alpha,
-        cutmix_factor=config.cutmix_factor,
-        shuffle_buffer=config.shuffle_buffer,
-    )
-    on_tpu = isinstance(strategy, tf.distribute.TPUStrategy)
-    val_ds = _eval_data(config, config.val_split, on_tpu)
-    test_ds = _eval_data(config, config.test_split, on_tpu)
-
-    # == Model and optimizer, inside the strategy's scope ====================
-    total_steps = steps * config.epochs
-    with strategy.scope():
-        model = build_model(config, train_source.num_classes, say)
-        schedule = training.WarmupDecay(
-            config.learning_rate,
-            total_steps=total_steps,
-            warmup_steps=min(config.warmup_steps, total_steps),
-            decay=config.schedule,
-            end_learning_rate=config.end_learning_rate,
-        )
-        optimizer = training.make_optimizer(
-            config.optimizer,
-            schedule,
-            weight_decay=config.weight_decay,
-            momentum=config.momentum,
-            beta_1=config.beta_1,
-            beta_2=config.beta_2,
-            global_clipnorm=config.global_clipnorm,
-            ema_momentum=config.ema_momentum,
-        )
-        model.compile(
-            optimizer=optimizer,
-            loss=keras.losses.CategoricalCrossentropy(
-                from_logits=True, label_smoothing=config.label_smoothing
-            ),
-            metrics=[keras.metrics.CategoricalAccuracy(name="accuracy")],
-            jit_compile=config.jit_compile,
-            steps_per_execution=config.steps_per_execution,
-        )
-    training.prepare_multi_worker_fit(model, strategy, train_ds)
-    say(
-        f"Model: {model.name}, {model.count_params():,} parameters, "
-        f"{config.image_size}px; {config.optimizer}, {total_steps} steps."
-    )
-
-    # == Callbacks ===========================================================
-    monitor = None
-    if chief and not on_tpu:
-        monitor = _training_monitor(config, workdir, train_ds, val_ds)
-    callback_list = training.training_callbacks(
-        workdir,
-        chief=chief,
-        task=task,
-        ema=config.ema_momentum is not None,
-        monitor="val_accuracy" if val_ds is not None else "accuracy",
-        update_freq=config.tensorboard_update_freq,
-        profile_batch=config.profile_steps or 0,
-        training_monitor=monitor,
-        metric_callbacks=_fewshot_callbacks(config),
-    )
-    if chief:
-        os.makedirs(workdir, exist_ok=True)
-        with open(os.path.join(workdir, "config.json"), "w") as f:
-            json.dump(dataclasses.asdict(config), f, indent=2)
-
-    # == Train ===============================================================
-    history = model.fit(
+    start_epoch = 0 if state is None else state.epoch
+    try:  # A dataset or model argument that cannot be used: one line.
+        source, steps, train_ds, val_ds, test_ds = _data(config, run_, start_epoch)
+        model = _model(config, run_, source.num_classes, steps, train_ds, state)
+    except ValueError as error:
+        raise ConfigError(str(error).splitlines()[0]) from error
+    guard, callback_list = _callbacks(config, run_, train_ds, val_ds)
+    common.write_config(config, run_)
+    history = common.fit(
+        model,
+        config,
+        run_,
         train_ds,
-        epochs=config.epochs,
-        steps_per_epoch=steps,
-        validation_data=val_ds,
+        steps=steps,
+        start_epoch=start_epoch,
         callbacks=[*callback_list, *callbacks],
-        shuffle=False,  # The pipeline shuffles, reproducibly.
-        verbose=config.verbose,
+        guard=guard,
+        validation_data=val_ds,
     )
-
-    # == Evaluate, save ======================================================
-    test = None
-    if test_ds is not None:
-        test = model.evaluate(test_ds, return_dict=True, verbose=0)
-        say("Test: " + ", ".join(f"{k} {v:.4f}" for k, v in test.items()))
-    seconds = time.time() - started
-    if chief:
-        # The inference model alone (no optimizer state): loads with just
-        # `import keras_vit`, and holds the averaged weights when EMA is on.
-        inference = keras.Model(model.inputs, model.outputs, name=model.name)
-        inference.save(os.path.join(workdir, "final.keras"))
-        if config.export_savedmodel:
-            from keras_vit.export import export
-
-            export(
-                model,
-                os.path.join(workdir, "saved_model", "1"),
-                class_names=train_source.class_names,
-                overwrite=True,
-            )
-        summary = {
-            "test": test,
-            "epochs": config.epochs,
-            "seconds": round(seconds, 1),
-            "strategy": training.describe(strategy),
-            "precision": policy,
-            "train_examples": train_source.num_examples,
-            "skipped_files": len(train_source.skipped),
-        }
-        with open(os.path.join(workdir, "results.json"), "w") as f:
-            json.dump(summary, f, indent=2)
-        say(f"Done in {seconds:.0f} s; results in {workdir}.")
+    test = _evaluate_and_save(config, run_, model, source, test_ds, guard)
     return {
         "history": history.history,
         "test": test,
-        "workdir": workdir,
+        "workdir": run_.workdir,
         "model": model,
-        "seconds": seconds,
+        "seconds": run_.seconds,
     }
 
 
-def build_model(config: TrainConfig, num_classes: int, say=print) -> keras.Model:
-    """The ViT of `config`, initialised from `config.init_from` if set.
+def _data(config: TrainConfig, run_, start_epoch: int):
+    """Training source and stream, validation and test data (splits checked)."""
+    from recipes import common
 
-    Our own `.keras` / `.weights.h5` files are matched by layer name with the
-    head left zero-initialised (`keras_vit.training.load_encoder_weights`);
-    anything else (a tag such as `"imagenet21k"`, an original `.npz`) goes to
-    `keras_vit.weights.load_weights` through `ViT(weights=...)`. Either way,
-    position embeddings saved for another resolution are resampled.
-    """
-    init = config.init_from
-    own_file = bool(init) and init.endswith((".keras", ".weights.h5"))
-    model = keras_vit.ViT(
-        config.variant,
-        num_classes=num_classes,
-        image_size=config.image_size,
-        pooling=config.pooling,
-        class_token=config.class_token,
-        representation_size=config.representation_size,
-        dropout_rate=config.dropout_rate,
-        attention_dropout_rate=config.attention_dropout_rate,
-        drop_path_rate=config.drop_path_rate,
-        channels=config.channels,
-        weights=None if own_file else init,
+    source, steps, train_ds = common.training_data(
+        config,
+        start_epoch,
+        mixup_alpha=config.mixup_alpha,
+        cutmix_factor=config.cutmix_factor,
     )
-    if own_file:
-        report = training.load_encoder_weights(model, init)
-        say(
-            f"Initialised {len(report.loaded)} layers from {init}"
-            + (
-                f" (position embeddings resampled: {report.resampled})"
-                if report.resampled
-                else ""
-            )
-            + f"; kept fresh: {report.skipped}."
+    val_source = _eval_source(config, config.val_split)
+    test_source = _eval_source(config, config.test_split)
+    common.check_disjoint(run_, source, [val_source, test_source])
+    skipped = (
+        f"; {len(source.skipped)} unreadable files skipped" if source.skipped else ""
+    )
+    run_.say(
+        f"Data: {source.name}, {source.num_examples} examples, "
+        f"{source.num_classes} classes, {steps} steps/epoch{skipped}."
+    )
+    val_ds = _eval_data(config, val_source, run_.on_tpu)
+    test_ds = _eval_data(config, test_source, run_.on_tpu)
+    return source, steps, train_ds, val_ds, test_ds
+
+
+def _model(config: TrainConfig, run_, num_classes: int, steps: int, train_ds, state):
+    """The ViT, compiled in the strategy's scope, with the backup restored."""
+    import keras
+
+    from recipes import common
+
+    with run_.strategy.scope():
+        model = build_model(config, num_classes, run_.say)
+        loss = keras.losses.CategoricalCrossentropy(
+            from_logits=True, label_smoothing=config.label_smoothing
         )
-    elif init:
-        say(f"Initialised from {init}.")
+        metrics = [keras.metrics.CategoricalAccuracy(name="accuracy")]
+    common.compile_and_restore(
+        model, config, run_, steps, train_ds, state, loss=loss, metrics=metrics
+    )
     return model
 
 
-def _eval_data(config: TrainConfig, split: str | None, on_tpu: bool):
+def build_model(config: TrainConfig, num_classes: int, say=print):
+    """The ViT of `config`, initialised from `config.init_from` if set.
+
+    Every kind of `init_from` (a tag, an `.npz`, a `.safetensors`, our own
+    `.keras` / `.weights.h5`) goes through `keras_vit.weights.load_weights`,
+    the call `keras_vit.ViT(weights=...)` makes; it is made here so that its
+    notes (head kept or zeroed, position embeddings resampled) are printed.
+    """
+    import keras_vit
+    from keras_vit.weights import load_weights
+    from recipes.configs.base import TRAIN_VIT_FIELDS
+    from recipes.configs.base import model_arguments
+
+    model = keras_vit.ViT(
+        config.variant,
+        num_classes=num_classes,
+        **model_arguments(config, TRAIN_VIT_FIELDS),
+    )
+    if config.init_from:
+        notes = load_weights(model, config.init_from)
+        say(f"Initialised from {config.init_from}.")
+        for note in notes or ():
+            say(f"  {note}")
+    return model
+
+
+def _callbacks(config: TrainConfig, run_, train_ds, val_ds):
+    """`(guard, callbacks)`: the crash-safe set, monitor and few-shot eval."""
+    from recipes import common
+
+    monitor = None
+    if run_.chief and not run_.on_tpu:
+        monitor = _training_monitor(config, run_.workdir, train_ds, val_ds)
+    fewshot = None
+    if config.fewshot_every:
+        fewshot = common.fewshot_callback(
+            config,
+            dataset=config.dataset,
+            train_split=config.train_split,
+            test_split=config.test_split or config.val_split or "test",
+            max_test_examples=config.fewshot_examples,
+            say=run_.say,
+        )
+    return common.run_callbacks(
+        config,
+        run_,
+        monitor="val_accuracy" if val_ds is not None else "accuracy",
+        training_monitor=monitor,
+        fewshot=fewshot,
+    )
+
+
+def _evaluate_and_save(config: TrainConfig, run_, model, source, test_ds, guard):
+    """Test metrics; `final.keras`, the SavedModel and `results.json` (chief)."""
+    import os
+
+    import keras
+
+    from keras_vit.training import atomic
+    from recipes import common
+
+    test = None
+    if test_ds is not None:
+        test = model.evaluate(test_ds, return_dict=True, verbose=0)
+        run_.say("Test: " + ", ".join(f"{k} {v:.4f}" for k, v in test.items()))
+    if not run_.chief:
+        return test
+    # The inference model alone (no optimizer state): loads with just
+    # `import keras_vit`, and holds the averaged weights when EMA is on.
+    inference = keras.Model(model.inputs, model.outputs, name=model.name)
+    atomic.save_model(inference, os.path.join(run_.workdir, "final.keras"))
+    if config.export_savedmodel:
+        from keras_vit.export import export
+
+        export(
+            model,
+            os.path.join(run_.workdir, "saved_model", "1"),
+            class_names=source.class_names,
+            overwrite=True,
+        )
+    common.finished(run_, guard, source, test=test)
+    run_.say(f"Done in {run_.seconds:.0f} s; results in {run_.workdir}.")
+    return test
+
+
+def _eval_source(config: TrainConfig, split: str | None):
     if split is None:
         return None
-    source = data.load_source(config.dataset, split, config.data_dir, seed=config.seed)
+    from keras_vit import data
+
+    return data.load_source(config.dataset, split, config.data_dir, seed=config.seed)
+
+
+def _eval_data(config: TrainConfig, source, on_tpu: bool):
+    if source is None:
+        return None
+    from keras_vit import data
+
     return data.eval_dataset(
         source,
         image_size=config.image_size,
@@ -263,11 +238,25 @@ def _eval_data(config: TrainConfig, split: str | None, on_tpu: bool):
         crop_fraction=config.eval_crop_fraction,
         channels=config.channels,
         drop_remainder=on_tpu,  # TPUs need static shapes.
-        cache=source.num_examples <= 10_000,
+        cache=_fits_in_memory(source.num_examples, config),
     )
 
 
-def _training_monitor(config, workdir, train_ds, val_ds):
+def _fits_in_memory(num_examples: int, config: TrainConfig) -> bool:
+    """Whether the decoded float32 eval set is small enough to cache (2 GiB)."""
+    height, width = (
+        (config.image_size, config.image_size)
+        if isinstance(config.image_size, int)
+        else config.image_size
+    )
+    return num_examples * height * width * config.channels * 4 <= 2 * 1024**3
+
+
+def _training_monitor(config: TrainConfig, workdir: str, train_ds, val_ds):
+    import os
+
+    from keras_vit import training
+
     count = config.monitor_images
     images, labels = next(iter(train_ds.take(1)))
     probe = (images[:32], labels[:32])
@@ -284,77 +273,86 @@ def _training_monitor(config, workdir, train_ds, val_ds):
     )
 
 
-def _fewshot_callbacks(config: TrainConfig) -> list:
-    if not config.fewshot_every:
-        return []
-    from keras_vit.fewshot import FewShotCallback
-
-    pools = []
-    for split in (config.train_split, config.test_split or config.val_split):
-        source = data.load_source(config.dataset, split, config.data_dir)
-        dataset = data.eval_dataset(
-            source,
-            image_size=config.image_size,
-            global_batch_size=256,
-            channels=config.channels,
-        )
-        images, labels = [], []
-        for x, y in dataset.unbatch().take(config.fewshot_examples).batch(256):
-            images.append(x.numpy())
-            labels.append(np.argmax(y.numpy(), axis=-1))
-        pools.append((np.concatenate(images), np.concatenate(labels)))
-    return [
-        FewShotCallback(
-            pools[0],
-            pools[1],
-            shots=config.fewshot_shots,
-            every_n_epochs=config.fewshot_every,
-            seed=config.seed,
-        )
-    ]
-
-
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
+def build_parser() -> cli.ArgumentParser:
+    parser = cli.ArgumentParser(
         prog="python -m recipes.train",
         description="Train or fine-tune a ViT with model.fit (see docs/training.md).",
     )
+    add_run_arguments(parser, shipped_configs(TrainConfig))
+    return parser
+
+
+def add_run_arguments(parser, configs: list[str], default: str = "digits") -> None:
+    """The arguments `recipes.train` and `recipes.pretrain_masked` share."""
     parser.add_argument(
         "--config",
-        default="digits",
-        help=f"A shipped config ({', '.join(shipped_configs())}) or a .py file "
-        "defining get_config(). Defaults to digits.",
+        default=default,
+        help=f"a shipped config ({', '.join(configs)}) or a .py file defining "
+        f"get_config(); default: {default}",
     )
     parser.add_argument(
         "--set",
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="Override a config field, e.g. --set epochs=3 --set "
-        "dataset=cifar100 --set crop_area_range='(0.5, 1.0)'. Repeatable.",
+        help="override a config field, e.g. --set epochs=3 --set "
+        "image_size=32x48 --set crop_area_range='(0.5, 1.0)'; repeatable",
     )
     parser.add_argument(
         "--strategy",
         default=None,
-        help="Force a distribution strategy: "
-        + ", ".join(training.STRATEGIES)
-        + " (same as --set strategy=...).",
+        help="force a distribution strategy: auto, default, one_device, "
+        "mirrored, multi_worker, tpu (same as --set strategy=...)",
     )
-    return parser.parse_args(argv)
+    parser.add_argument(
+        "--fresh",
+        action="store_true",
+        help="start again: move an existing backup aside (to backup.old-<time>)",
+    )
+    parser.add_argument(
+        "--allow-changes",
+        action="store_true",
+        help="resume from a backup made with another config (e.g. a lower "
+        "learning_rate after a divergence)",
+    )
+    cli.add_verbose_flag(parser)
 
 
-def main(argv: list[str] | None = None) -> dict:
-    """Command-line entry point; returns `run`'s result."""
-    args = parse_args(argv)
+def parse_config(args, kind) -> object:
+    """The config the command line names, or a one-line error (exit 2)."""
     assignments = list(args.set)
     if args.strategy:
         assignments.append(f"strategy={args.strategy}")
     try:
-        config = override(load_config(args.config), assignments)
-    except ValueError as error:
-        sys.exit(f"error: {error}")
-    return run(config)
+        return override(load_config(args.config, kind), assignments)
+    except ConfigError as error:
+        cli.fail(str(error))
+
+
+def command(run_fn, kind, parser, argv, aliases=None):
+    """Runs a training recipe from its command line; returns `run_fn`'s result.
+
+    Exits with status 2 on an argument or config error (one line), 1 when
+    training diverged.
+    """
+    args = parser.parse_args(argv)
+    args.config = (aliases or {}).get(args.config, args.config)
+    config = parse_config(args, kind)
+    cli.quiet_tensorflow(args.tf_logs)
+    from recipes.common import RunDiverged
+
+    try:
+        return run_fn(config, fresh=args.fresh, allow_changes=args.allow_changes)
+    except ConfigError as error:
+        cli.fail(str(error))
+    except RunDiverged as error:
+        cli.fail(str(error), cli.EXIT_FAILED)
+
+
+def main(argv: list[str] | None = None) -> dict:
+    """Command-line entry point; returns `run`'s result (see `command`)."""
+    return command(run, TrainConfig, build_parser(), argv)
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])

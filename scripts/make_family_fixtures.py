@@ -56,6 +56,7 @@ def _write_atomic(path: str, data: bytes) -> None:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)  # mkstemp makes it private; fixtures are shared
         os.replace(tmp, path)
     except BaseException:
         os.unlink(tmp)

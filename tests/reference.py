@@ -453,9 +453,7 @@ def resnet_backbone(params, x, resnet_layers=None):
             pre = f"block{s}/unit{u}"
 
             def gn(y, name, pre=pre):
-                return group_norm(
-                    y, p[f"{pre}/{name}/scale"], p[f"{pre}/{name}/bias"]
-                )
+                return group_norm(y, p[f"{pre}/{name}/scale"], p[f"{pre}/{name}/bias"])
 
             if f"{pre}/conv_proj/kernel" in p:
                 res = std_conv(x, p[f"{pre}/conv_proj/kernel"], stride)
@@ -627,8 +625,7 @@ def vit_intermediates(
     inferred = infer_resnet_layers(p)
     if resnet_layers is not None and tuple(resnet_layers) != inferred:
         raise ValueError(
-            f"resnet_layers={tuple(resnet_layers)} but checkpoint has "
-            f"{inferred}"
+            f"resnet_layers={tuple(resnet_layers)} but checkpoint has {inferred}"
         )
     backbone = None
     if inferred is not None:
@@ -636,9 +633,7 @@ def vit_intermediates(
 
     kernel = p["embedding/kernel"]
     if kernel.shape[0] != patch_size or kernel.shape[1] != patch_size:
-        raise ValueError(
-            f"patch_size={patch_size}, embedding kernel is {kernel.shape}"
-        )
+        raise ValueError(f"patch_size={patch_size}, embedding kernel is {kernel.shape}")
     x, grid = patch_embed(x, kernel, p["embedding/bias"])  # (B, N, D)
     b, _, d = x.shape
     has_cls = "cls" in p
@@ -680,8 +675,7 @@ def vit_intermediates(
     out["pooled"] = x
     if "pre_logits/kernel" in p:
         x = np.tanh(
-            x @ np.asarray(p["pre_logits/kernel"], np.float64)
-            + p["pre_logits/bias"]
+            x @ np.asarray(p["pre_logits/kernel"], np.float64) + p["pre_logits/bias"]
         )  # (B, R)
     out["pre_logits"] = x
     if "head/kernel" in p:
@@ -732,3 +726,33 @@ def vit_forward(
     if return_tokens:
         return out["logits"], out["encoded"]
     return out["logits"]
+
+
+def map_head(x, params, num_prefix_tokens=0, gelu="exact"):
+    """big_vision's `MAPHead` in NumPy: a probe attends to the patch tokens.
+
+    `params` holds the `MAPHead_0/...` keys of the original layout. Returns
+    `(batch, dim)`.
+    """
+    p = "MAPHead_0/"
+    mha = p + "MultiHeadDotProductAttention_0/"
+    x = np.asarray(x, np.float64)[:, num_prefix_tokens:]
+    probe = np.broadcast_to(params[p + "probe"], (x.shape[0], 1, x.shape[-1]))
+
+    def project(tokens, name):
+        kernel, bias = params[mha + name + "/kernel"], params[mha + name + "/bias"]
+        return np.einsum("bnd,dhk->bnhk", tokens, kernel) + bias
+
+    q, k, v = project(probe, "query"), project(x, "key"), project(x, "value")
+    logits = np.einsum("blhk,bnhk->bhln", q, k) / np.sqrt(q.shape[-1])
+    weights = np.exp(logits - logits.max(-1, keepdims=True))
+    weights /= weights.sum(-1, keepdims=True)
+    context = np.einsum("bhln,bnhk->blhk", weights, v)
+    y = np.einsum("blhk,hkd->bld", context, params[mha + "out/kernel"])
+    y = y + params[mha + "out/bias"]
+    z = layer_norm(y, params[p + "LayerNorm_0/scale"], params[p + "LayerNorm_0/bias"])
+    mlp = p + "MlpBlock_0/"
+    z = z @ params[mlp + "Dense_0/kernel"] + params[mlp + "Dense_0/bias"]
+    z = gelu_exact(z) if gelu == "exact" else gelu_tanh(z)
+    z = z @ params[mlp + "Dense_1/kernel"] + params[mlp + "Dense_1/bias"]
+    return (y + z)[:, 0]

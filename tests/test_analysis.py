@@ -620,3 +620,154 @@ def test_analyze_builds_a_variant_with_weights(tmp_path):
     np.testing.assert_allclose(
         load(h5, 16), trained.get_layer("posembed_input").embedding.numpy()
     )
+
+
+# --- the same analyses on PreActResNet and AlterNet maps -------------------
+
+
+from keras_vit.analysis import depth as depth_analysis  # noqa: E402
+from keras_vit.analysis import window_distance  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def alternet():
+    model = keras_vit.AlterNet("test", image_size=16, num_classes=3)
+    helpers.randomize(model, seed=4)
+    for weight in model.weights:  # BatchNorm needs positive variances
+        if "moving_variance" in weight.path:
+            weight.assign(np.abs(weight.numpy()) + 0.5)
+    return model
+
+
+def _pass_through_stem(model):
+    """Makes the stem copy input channel 0 into every channel (centre tap)."""
+    kernel = np.zeros(model.get_layer("stem_conv").kernel.shape, "float32")
+    kernel[1, 1, 0, :] = 1.0
+    model.get_layer("stem_conv").kernel.assign(kernel)
+
+
+@pytest.mark.parametrize("family", ["PreActResNet", "AlterNet"])
+def test_fourier_extremes_on_a_cnn_stem(family):
+    model = getattr(keras_vit, family)("test", image_size=16, num_classes=3)
+    _pass_through_stem(model)
+    checker = (-1.0) ** np.add.outer(np.arange(16), np.arange(16))
+    checker = np.broadcast_to(checker[None, :, :, None], (2, 16, 16, 3))
+    constant = np.full((2, 16, 16, 3), 0.5)
+    eps = 1e-6
+    high = depth_analysis.depth_statistics(model, checker, epsilon=eps)
+    low = depth_analysis.depth_statistics(model, constant, epsilon=eps)
+    assert high["labels"][0] == low["labels"][0] == "stem"
+    # A checkerboard is all (π, π); a constant map has nothing but frequency 0.
+    assert high["delta"][0] == pytest.approx(np.log(256 + eps) - np.log(eps), 1e-5)
+    assert low["delta"][0] == pytest.approx(np.log(eps) - np.log(128 + eps), 1e-5)
+    assert high["variance"][0] == pytest.approx(1.0) and low["variance"][0] == 0
+    assert high["sizes"].tolist()[0] == [16, 16]
+
+
+def test_depth_statistics_of_a_cnn_match_its_feature_extractor(alternet):
+    images = helpers.images(batch=5, size=(16, 16), seed=2)
+    stats = depth_analysis.depth_statistics(alternet, images, batch_size=2)
+    assert stats["labels"] == ["stem", "stage1_block1", "stage2_block1", "stage2_msa2"]
+    assert stats["kinds"] == ["input", "conv", "conv", "msa"]
+    assert stats["sizes"].tolist() == [[16, 16], [16, 16], [8, 8], [8, 8]]
+    assert [len(p) for p in stats["profiles"]] == [9, 9, 5, 5]
+    blocks = keras_vit.cnn_feature_extractor(alternet, include_pooled=False)(images)
+    stem = keras.Model(alternet.input, alternet.get_layer("stem_conv").output)(images)
+    maps = [stem] + [blocks[f"block_{i}"] for i in range(3)]
+    want = [analysis.high_frequency_log_amplitude(m) for m in maps]
+    np.testing.assert_allclose(stats["delta"], want, atol=1e-4)
+    variances = [np.asarray(m).reshape(5, -1).var(axis=1).mean() for m in maps]
+    np.testing.assert_allclose(stats["variance"], variances, rtol=1e-4)
+    assert depth_analysis.map_variance(maps[-1]) == pytest.approx(variances[-1], 1e-4)
+
+
+def test_depth_statistics_of_a_vit_match_the_vit_fourier_path(model, images):
+    stats = depth_analysis.depth_statistics(model, images, batch_size=2)
+    old = analysis.feature_map_frequencies(model, images, batch_size=2)
+    assert stats["labels"] == old["labels"]
+    assert stats["kinds"] == ["input", "msa", "mlp", "msa", "mlp"]
+    np.testing.assert_allclose(stats["delta"], old["delta"], atol=1e-6)
+    np.testing.assert_allclose(np.stack(stats["profiles"]), old["profiles"], atol=1e-6)
+
+
+def test_depth_statistics_reject_other_models_and_sizes(alternet):
+    plain = keras.Sequential([keras.Input((8, 8, 3)), keras.layers.Flatten()])
+    with pytest.raises(
+        ValueError, match="not a keras_vit ViT, PreActResNet or AlterNet"
+    ):
+        depth_analysis.depth_statistics(plain, np.zeros((1, 8, 8, 3)))
+    with pytest.raises(ValueError, match=r"\(batch, 16, 16, 3\).*\(1, 8, 8, 3\)"):
+        depth_analysis.depth_statistics(alternet, np.zeros((1, 8, 8, 3)))
+
+
+def test_uniform_window_attention_gives_the_mean_pairwise_distance():
+    window, stride = (3, 4), (2, 5)
+    uniform = np.full((2, 6, 3, 12, 12), 1 / 12)  # 6 windows, 3 heads
+    result = window_distance.window_attention_distance(uniform, window, stride)
+    np.testing.assert_allclose(
+        result, [_brute_force_mean_pair_distance(window, stride)] * 3
+    )
+    identity = np.broadcast_to(np.eye(12), (1, 6, 3, 12, 12))
+    np.testing.assert_allclose(
+        window_distance.window_attention_distance(identity, window, stride), 0
+    )
+    with pytest.raises(ValueError, match=r"\(batch, windows, heads, 12, 12\)"):
+        window_distance.window_attention_distance(uniform[0], window, stride)
+
+
+def test_alternet_attention_distance_with_uniform_attention():
+    model = keras_vit.AlterNet("test", image_size=16, num_classes=3)
+    attention = model.get_layer("stage2_msa2").attention
+    attention.query.kernel.assign(np.zeros(attention.query.kernel.shape))
+    attention.relative_position_bias.assign(
+        np.zeros(attention.relative_position_bias.shape)
+    )
+    images = helpers.images(batch=3, size=(16, 16), seed=1)
+    result = window_distance.alternet_attention_distances(model, images, batch_size=2)
+    # Stage 2 is 8x8 on a 16 px input: 2 px per cell, 4x4 windows, 2 heads.
+    assert result["labels"] == ["stage2_msa2"] and result["windows"] == [(4, 4)]
+    assert result["strides"] == [(2.0, 2.0)]
+    want = _brute_force_mean_pair_distance((4, 4), (2, 2))
+    np.testing.assert_allclose(result["distances"][0], [want, want], rtol=1e-5)
+    both = window_distance.attention_distance_by_depth(model, images)
+    np.testing.assert_allclose(both["distances"][0], [want, want], rtol=1e-5)
+
+
+def test_alternet_attention_distance_matches_its_scores(alternet):
+    images = helpers.images(batch=3, size=(16, 16), seed=3)
+    block = alternet.get_layer("stage2_msa2")
+    state = keras.Model(alternet.input, block.input)(images)
+    _, scores = block(state, training=False, return_attention_scores=True)
+    scores = np.asarray(scores, "float64")  # (3, 4 windows, 2 heads, 16, 16)
+    cells = [(r, c) for r in range(4) for c in range(4)]
+    distance = np.array([[np.hypot(2 * (a - c), 2 * (b - d)) for c, d in cells]
+                         for a, b in cells])  # fmt: skip
+    want = (scores * distance).sum(-1).mean(axis=(0, 1, 3))  # (heads,)
+    got = window_distance.alternet_attention_distances(alternet, images)
+    np.testing.assert_allclose(got["distances"][0], want, rtol=1e-5)
+
+
+def test_attention_distance_by_depth_of_each_family(model, images):
+    resnet = keras_vit.PreActResNet("test", image_size=16, num_classes=3)
+    empty = window_distance.attention_distance_by_depth(
+        resnet, np.zeros((1, 16, 16, 3))
+    )
+    assert empty == {"labels": [], "distances": []}
+    with pytest.raises(ValueError, match="has no MSA block"):
+        window_distance.alternet_attention_distances(resnet, np.zeros((1, 16, 16, 3)))
+    vit = window_distance.attention_distance_by_depth(model, images)
+    assert vit["labels"] == ["block_0", "block_1"]
+    np.testing.assert_allclose(
+        np.stack(vit["distances"]), analysis.attention_distances(model, images)
+    )
+
+
+def test_hessian_and_noise_run_on_cnns(alternet):
+    images = helpers.images(batch=4, size=(16, 16), seed=5)
+    labels = np.array([0, 1, 2, 0])
+    values = analysis.hessian_eigenvalues(
+        alternet, [(images, labels)], top_k=1, max_iterations=3, verbose=0
+    )
+    assert values.shape == (1, 1) and np.isfinite(values).all()
+    result = analysis.noise_robustness(alternet, images, labels, bands=2, verbose=0)
+    assert result["accuracy"].shape == (2,)

@@ -150,7 +150,7 @@ model = keras_vit.ViT("test/4", image_size=16, num_classes=3)
 ```
 
 ```bash
-python -m keras_vit.convert --help
+python -m recipes.convert --help
 ```
 
 <!-- doc-test: skip needs a TF Serving server -->

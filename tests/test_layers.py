@@ -64,7 +64,9 @@ def test_class_token_is_prepended_and_zero_initialised():
     np.testing.assert_array_equal(out[:, 0], 0.0)
     np.testing.assert_array_equal(out[:, 1:], x)
     layer.set_weights([np.arange(4, dtype="float32").reshape(1, 1, 4)])
-    np.testing.assert_array_equal(keras.ops.convert_to_numpy(layer(x))[2, 0], [0, 1, 2, 3])
+    np.testing.assert_array_equal(
+        keras.ops.convert_to_numpy(layer(x))[2, 0], [0, 1, 2, 3]
+    )
     assert layer.compute_output_shape((None, None, 4)) == (None, None, 4)
     assert layer.compute_output_shape((None, 5, 4)) == (None, 6, 4)
 
@@ -99,8 +101,13 @@ def test_position_embedding_resampled_keeps_class_row():
 
 def _reference_block_params(dim=8, heads=2, mlp=16, seed=0):
     params = reference.make_vit_checkpoint(
-        hidden_dim=dim, depth=1, mlp_dim=mlp, num_heads=heads, patch_size=4,
-        image_size=(8, 8), seed=seed,
+        hidden_dim=dim,
+        depth=1,
+        mlp_dim=mlp,
+        num_heads=heads,
+        patch_size=4,
+        image_size=(8, 8),
+        seed=seed,
     )
     return params
 
@@ -108,32 +115,50 @@ def _reference_block_params(dim=8, heads=2, mlp=16, seed=0):
 def _set_block(block, params):
     p = "Transformer/encoderblock_0/"
     mha = p + "MultiHeadDotProductAttention_1/"
-    block.norm_1.set_weights([params[p + "LayerNorm_0/scale"], params[p + "LayerNorm_0/bias"]])
-    block.attention.set_weights([
-        np.stack([params[mha + n + "/kernel"] for n in ("query", "key", "value")], 1),
-        np.stack([params[mha + n + "/bias"] for n in ("query", "key", "value")], 0),
-        params[mha + "out/kernel"],
-        params[mha + "out/bias"],
-    ])
-    block.norm_2.set_weights([params[p + "LayerNorm_2/scale"], params[p + "LayerNorm_2/bias"]])
-    block.mlp_dense_1.set_weights([params[p + "MlpBlock_3/Dense_0/kernel"], params[p + "MlpBlock_3/Dense_0/bias"]])
-    block.mlp_dense_2.set_weights([params[p + "MlpBlock_3/Dense_1/kernel"], params[p + "MlpBlock_3/Dense_1/bias"]])
+    block.norm_1.set_weights(
+        [params[p + "LayerNorm_0/scale"], params[p + "LayerNorm_0/bias"]]
+    )
+    block.attention.set_weights(
+        [
+            np.stack(
+                [params[mha + n + "/kernel"] for n in ("query", "key", "value")], 1
+            ),
+            np.stack([params[mha + n + "/bias"] for n in ("query", "key", "value")], 0),
+            params[mha + "out/kernel"],
+            params[mha + "out/bias"],
+        ]
+    )
+    block.norm_2.set_weights(
+        [params[p + "LayerNorm_2/scale"], params[p + "LayerNorm_2/bias"]]
+    )
+    block.mlp_dense_1.set_weights(
+        [params[p + "MlpBlock_3/Dense_0/kernel"], params[p + "MlpBlock_3/Dense_0/bias"]]
+    )
+    block.mlp_dense_2.set_weights(
+        [params[p + "MlpBlock_3/Dense_1/kernel"], params[p + "MlpBlock_3/Dense_1/bias"]]
+    )
 
 
 @pytest.mark.parametrize("gelu_approximate", [False, True])
 def test_transformer_block_matches_reference(gelu_approximate):
     params = _reference_block_params()
-    block = layers.TransformerBlock(num_heads=2, mlp_dim=16, gelu_approximate=gelu_approximate)
+    block = layers.TransformerBlock(
+        num_heads=2, mlp_dim=16, gelu_approximate=gelu_approximate
+    )
     x = _random((2, 5, 8))
     block.build(x.shape)
     _set_block(block, params)
     gelu = "tanh" if gelu_approximate else "exact"
-    expected, _ = reference.encoder_block(x.astype("float64"), params, 0, num_heads=2, gelu=gelu)
+    expected, _ = reference.encoder_block(
+        x.astype("float64"), params, 0, num_heads=2, gelu=gelu
+    )
     np.testing.assert_allclose(block(x), expected, atol=1e-5)
     # Training computes the exact GELU another way (see `layers.gelu`).
     np.testing.assert_allclose(block(x, training=True), expected, atol=1e-5)
     other = "exact" if gelu_approximate else "tanh"
-    wrong, _ = reference.encoder_block(x.astype("float64"), params, 0, num_heads=2, gelu=other)
+    wrong, _ = reference.encoder_block(
+        x.astype("float64"), params, 0, num_heads=2, gelu=other
+    )
     assert np.abs(np.asarray(block(x)) - wrong).max() > 1e-5  # the switch matters
 
 
@@ -154,8 +179,11 @@ def test_attention_scores_path_equals_fused_path_and_reference():
         params["Transformer/encoderblock_0/LayerNorm_0/bias"],
     )
     _, expected_scores = reference.attention(
-        normed, params, "Transformer/encoderblock_0/MultiHeadDotProductAttention_1",
-        num_heads=2, return_weights=True,
+        normed,
+        params,
+        "Transformer/encoderblock_0/MultiHeadDotProductAttention_1",
+        num_heads=2,
+        return_weights=True,
     )
     np.testing.assert_allclose(scores, expected_scores, atol=1e-5)
 
@@ -167,11 +195,20 @@ def test_attention_rejects_heads_not_dividing_width():
 
 def test_block_is_deterministic_at_inference_and_stochastic_in_training():
     block = layers.TransformerBlock(
-        num_heads=2, mlp_dim=16, dropout_rate=0.3, attention_dropout_rate=0.3, drop_path_rate=0.3
+        num_heads=2,
+        mlp_dim=16,
+        dropout_rate=0.3,
+        attention_dropout_rate=0.3,
+        drop_path_rate=0.3,
     )
     x = _random((4, 5, 8))
     np.testing.assert_array_equal(block(x, training=False), block(x, training=False))
-    assert np.abs(np.asarray(block(x, training=True)) - np.asarray(block(x, training=False))).max() > 1e-3
+    assert (
+        np.abs(
+            np.asarray(block(x, training=True)) - np.asarray(block(x, training=False))
+        ).max()
+        > 1e-3
+    )
 
 
 def test_drop_path_drops_whole_examples_and_rescales():
@@ -189,7 +226,9 @@ def test_pooling_modes():
     x = np.arange(24, dtype="float32").reshape(2, 3, 4)
     np.testing.assert_array_equal(layers.TokenPooling("token")(x), x[:, 0])
     np.testing.assert_array_equal(layers.TokenPooling("gap")(x), x[:, 1:].mean(1))
-    np.testing.assert_array_equal(layers.TokenPooling("gap", num_prefix_tokens=0)(x), x.mean(1))
+    np.testing.assert_array_equal(
+        layers.TokenPooling("gap", num_prefix_tokens=0)(x), x.mean(1)
+    )
     with pytest.raises(ValueError, match="needs a class token"):
         layers.TokenPooling("token", num_prefix_tokens=0)
     with pytest.raises(ValueError, match="mode"):
@@ -221,8 +260,14 @@ ALL_LAYERS = [
     ),
     layers.MultiHeadSelfAttention(4, attention_dropout_rate=0.1),
     layers.TransformerBlock(4, 32, 0.1, 0.1, 0.2, 1e-5, True),
+    layers.TransformerBlock(4, 32, layer_scale_init=1e-5, qk_norm=True, mlp="swiglu"),
+    layers.MultiHeadSelfAttention(4, qk_norm=True),
+    layers.LayerScale(1e-6),
+    layers.RegisterTokens(4, num_leading=2),
+    layers.MAPHead(4, 32, num_prefix_tokens=1, gelu_approximate=True),
     layers.DropPath(0.2, seed=3),
     layers.TokenPooling("gap", 2),
+    layers.TokenPooling("token", 2, index=1),
     layers.StdConv2D(8, 3, 2, epsilon=1e-4),
     layers.LayerNorm(epsilon=1e-6),
     layers.PadToMultiple((16, 8)),
@@ -234,7 +279,9 @@ ALL_LAYERS = [
 
 def test_every_public_layer_is_listed_here():
     listed = {type(layer).__name__ for layer in ALL_LAYERS}
-    classes = {name for name in layers.__all__ if isinstance(getattr(layers, name), type)}
+    classes = {
+        name for name in layers.__all__ if isinstance(getattr(layers, name), type)
+    }
     assert listed == classes
 
 
@@ -243,7 +290,9 @@ def test_config_is_exactly_the_constructor_arguments(layer):
     assert_config_is_constructor_args(layer)
     clone = type(layer).from_config(layer.get_config())
     assert clone.get_config() == layer.get_config()
-    restored = keras.saving.deserialize_keras_object(keras.saving.serialize_keras_object(layer))
+    restored = keras.saving.deserialize_keras_object(
+        keras.saving.serialize_keras_object(layer)
+    )
     assert type(restored) is type(layer)
     assert restored.get_config() == layer.get_config()
 
@@ -274,7 +323,9 @@ def test_fused_backend_attention_path_equals_explicit_path():
     layer = layers.MultiHeadSelfAttention(num_heads=2)
     x = _random((2, 5, 8))
     layer.build(x.shape)
-    layer.set_weights([_random(w.shape, seed=i, scale=0.3) for i, w in enumerate(layer.weights)])
+    layer.set_weights(
+        [_random(w.shape, seed=i, scale=0.3) for i, w in enumerate(layer.weights)]
+    )
     with layers.fused_attention(False):
         explicit = np.asarray(layer(x))
     with layers.fused_attention(True):
@@ -302,8 +353,12 @@ def test_training_gelu_has_the_exact_gelu_values_and_gradients():
     block = layers.TransformerBlock(num_heads=2, mlp_dim=16)
     x = _random((2, 5, 8))
     block.build(x.shape)
-    block.set_weights([_random(w.shape, seed=i, scale=0.5) for i, w in enumerate(block.weights)])
-    for train, infer in zip(_gradients(block, x, True), _gradients(block, x, False)):
+    block.set_weights(
+        [_random(w.shape, seed=i, scale=0.5) for i, w in enumerate(block.weights)]
+    )
+    for train, infer in zip(
+        _gradients(block, x, True), _gradients(block, x, False), strict=True
+    ):
         np.testing.assert_allclose(train, infer, atol=1e-5)
 
 
@@ -322,12 +377,14 @@ def test_attention_gradients_equal_the_fused_path_gradients():
     layer = layers.MultiHeadSelfAttention(num_heads=2)
     x = _random((2, 5, 8))
     layer.build(x.shape)
-    layer.set_weights([_random(w.shape, seed=i, scale=0.3) for i, w in enumerate(layer.weights)])
+    layer.set_weights(
+        [_random(w.shape, seed=i, scale=0.3) for i, w in enumerate(layer.weights)]
+    )
     with layers.fused_attention(False):
         explicit = _gradients(layer, x, True)
     with layers.fused_attention(True):
         fused = _gradients(layer, x, True)
-    for got, want in zip(explicit, fused):
+    for got, want in zip(explicit, fused, strict=True):
         np.testing.assert_allclose(got, want, atol=1e-5)
 
 
@@ -342,7 +399,9 @@ def test_layer_norm_training_path_has_keras_values_and_gradients():
     np.testing.assert_array_equal(ours(x), keras_norm(x))  # inference: Keras' op
     # Closed-form gradients equal TensorFlow's differentiation of Keras' op
     # (whose call takes no `training`: Keras drops the argument).
-    for got, want in zip(_gradients(ours, x, True), _gradients(keras_norm, x, True)):
+    for got, want in zip(
+        _gradients(ours, x, True), _gradients(keras_norm, x, True), strict=True
+    ):
         np.testing.assert_allclose(got, want, atol=1e-4, rtol=1e-5)
 
 
@@ -353,7 +412,9 @@ def test_layer_norm_under_mixed_precision_and_bad_axis():
     out = norm(x, training=True)
     assert keras.backend.standardize_dtype(out.dtype) == "bfloat16"
     assert all(w.dtype == "float32" for w in norm.weights)
-    np.testing.assert_allclose(np.asarray(keras.ops.cast(out, "float32")).std(-1), 1.0, atol=0.05)
+    np.testing.assert_allclose(
+        np.asarray(keras.ops.cast(out, "float32")).std(-1), 1.0, atol=0.05
+    )
     with pytest.raises(ValueError, match="last axis only"):
         layers.LayerNorm(axis=1)
 
@@ -365,7 +426,11 @@ def test_bfloat16_softmax_path_matches_the_float32_scores_path():
     block = layers.TransformerBlock(num_heads=2, mlp_dim=16)
     x = _random((2, 7, 8), scale=3.0)
     block.build(x.shape)
-    block.set_weights([_random(w.shape, seed=i, scale=0.5) for i, w in enumerate(block.weights)])
+    block.set_weights(
+        [_random(w.shape, seed=i, scale=0.5) for i, w in enumerate(block.weights)]
+    )
     fast = np.asarray(keras.ops.cast(block(x), "float32"))
     slow, _ = block(x, return_attention_scores=True)
-    np.testing.assert_allclose(fast, np.asarray(keras.ops.cast(slow, "float32")), atol=0.05, rtol=0.02)
+    np.testing.assert_allclose(
+        fast, np.asarray(keras.ops.cast(slow, "float32")), atol=0.05, rtol=0.02
+    )

@@ -9,12 +9,14 @@ import keras
 import numpy as np
 import pytest
 import reference
-from helpers import assign_reference_params, images
+from helpers import assign_reference_params
+from helpers import images
 
 import keras_vit
 from keras_vit.masked_patch import masked_patch_model
 from keras_vit.models import layout as names
-from keras_vit.models.layout import LayoutError, ViTLayout
+from keras_vit.models.layout import LayoutError
+from keras_vit.models.layout import ViTLayout
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -56,6 +58,30 @@ def test_layout_of_other_shapes_of_vit():
     assert ViTLayout.of(masked).grid_size == (4, 4)
 
 
+def test_layout_counts_every_prefix_token():
+    # [class, distillation, 4 registers, patches]; the position table of a
+    # `no_embed_class` model has no prefix rows, the layout still counts them.
+    dinov2 = keras_vit.ViT(
+        "test/4", image_size=16, num_registers=4, no_embed_class=True,
+        layer_scale_init=1e-5,
+    )  # fmt: skip
+    layout = ViTLayout.of(dinov2)
+    assert (layout.num_prefix_tokens, layout.num_registers) == (5, 4)
+    assert layout.position_embedding.num_prefix_tokens == 0
+    assert layout.tokens_name == "encoder_norm"
+    distilled = ViTLayout.of(keras_vit.ViT("test/4", image_size=16, distillation=True))
+    assert distilled.num_prefix_tokens == 2 and distilled.num_registers == 0
+    assert distilled.position_embedding.num_prefix_tokens == 2
+    fc = ViTLayout.of(
+        keras_vit.ViT("test/4", image_size=16, pooling="gap", fc_norm=True)
+    )
+    assert fc.pooled_name == "fc_norm" and fc.tokens_name == "encoderblock_1"
+    siglip = ViTLayout.of(
+        keras_vit.ViT("test/4", image_size=16, class_token=False, pooling="map")
+    )
+    assert siglip.num_prefix_tokens == 0 and siglip.pooled_name == "pool"
+
+
 def test_layout_refuses_other_models():
     inputs = keras.Input((8, 8, 3))
     other = keras.Model(inputs, keras.layers.Dense(2)(inputs), name="plain")
@@ -76,7 +102,8 @@ _LAYER_NAMES = {
     names.PREPROCESSING, names.EMBEDDING, names.CLASS_TOKEN, names.POSEMB,
     names.POSEMB_DROPOUT, names.ENCODER_NORM, names.POOL, names.PRE_LOGITS,
     names.HEAD, names.PATCH_CORRUPTION, names.MEAN_COLOR_TARGETS,
-    names.MASKED_PATCH_HEAD,
+    names.MASKED_PATCH_HEAD, names.DIST_TOKEN, names.REGISTER_TOKENS,
+    names.FC_NORM, names.HEAD_DIST, names.DIST_POOL, names.DISTILLED_LOGITS,
 }  # fmt: skip
 
 
@@ -84,6 +111,12 @@ _LAYER_NAMES = {
 _NOT_LAYER_NAMES = {
     # A weight name (`posembed_input/embedding`) in the no-decay rule.
     ("keras_vit/training/optimizers.py", "embedding"),
+    # timm's parameter name (`dist_token`) in the safetensors key table.
+    ("keras_vit/weights/safetensors.py", "dist_token"),
+    # `keras_vit.ViT` arguments named like the layers they add, in the list
+    # of arguments a recipe config passes on.
+    ("recipes/configs/base.py", "class_token"),
+    ("recipes/configs/base.py", "fc_norm"),
 }
 
 

@@ -338,3 +338,23 @@ def test_transfer_encoder_rejects_other_architectures():
     hybrid = keras_vit.ViT("test/8", image_size=16, backbone=())
     with pytest.raises(ValueError, match="backbone"):
         transfer_encoder(pretrained, hybrid)
+
+
+def test_pretraining_with_newer_encoder_features_transfers():
+    """Registers, LayerScale, QK-norm and SwiGLU pre-train and transfer alike."""
+    features = dict(
+        num_registers=2, layer_scale_init=0.1, qk_norm=True, mlp="swiglu",
+        no_embed_class=True,
+    )  # fmt: skip
+    pretrained = masked_patch_model("test/4", image_size=16, seed=0, **features)
+    randomize(pretrained, seed=5)
+    outputs = pretrained(_solid_color_images(2), training=True)
+    assert outputs["logits"].shape == (2, 16, 512)  # the 16 patches, no registers
+    classifier = keras_vit.ViT("test/4", image_size=16, num_classes=3, **features)
+    transfer_encoder(pretrained, classifier)
+    images = _solid_color_images(3)
+    np.testing.assert_allclose(
+        keras_vit.feature_extractor(classifier, blocks=None)(images)["pooled"],
+        pretrained.predict(images, verbose=0)["pooled"],
+        atol=1e-5,
+    )

@@ -26,6 +26,25 @@ PARAM_COUNTS = {
 }
 
 
+# The newer families' named models at their default arguments (DeiT III with
+# a 1000-class head at 224 px; DINOv2 at 518 px and SigLIP at 224 px without
+# a head), counted by timm 1.0.31 (`sum(p.numel() for p in
+# timm.create_model(name).parameters())`) for deit3_{small,base,large}_patch16_224,
+# vit_{small,base,large,giant}_patch14_reg4_dinov2, vit_base_patch16_siglip_224
+# and vit_so400m_patch14_siglip_224.
+FAMILY_PARAM_COUNTS = {
+    "DeiT3_S16": 22_059_496,
+    "DeiT3_B16": 86_585_320,
+    "DeiT3_L16": 304_374_760,
+    "DINOv2_S14": 22_057_344,
+    "DINOv2_B14": 86_582_016,
+    "DINOv2_L14": 304_370_688,
+    "DINOv2_g14": 1_136_483_840,
+    "SigLIP_B16": 92_884_224,
+    "SigLIP_So400m14": 427_680_704,
+}
+
+
 def _count(constructor, **kwargs):
     # Variables created in a stateless scope are never allocated, so even
     # ViT-H/14 is counted in a fraction of a second.
@@ -56,6 +75,17 @@ def test_parameter_count_equals_original_checkpoint_layout(name):
     assert _count(getattr(keras_vit, name)) == reference.count_params(params)
 
 
+@pytest.mark.parametrize("name", sorted(FAMILY_PARAM_COUNTS))
+def test_family_parameter_count_equals_timm(name):
+    assert _count(getattr(keras_vit.models, name)) == FAMILY_PARAM_COUNTS[name]
+
+
+def test_every_family_model_is_counted_and_documented():
+    assert set(keras_vit.models.FAMILY_MODELS) == set(FAMILY_PARAM_COUNTS)
+    for name, (variant, _) in keras_vit.models.FAMILY_MODELS.items():
+        assert getattr(keras_vit.models, name).__doc__.count(variant) >= 1
+
+
 def test_every_named_model_is_tested():
     untested = set(keras_vit.NAMED_MODELS) - set(PARAM_COUNTS)
     assert untested == {"ViT_S32", "R26_ViT_S32", "R26_ViT_B32", "R50_ViT_L32"}
@@ -64,7 +94,9 @@ def test_every_named_model_is_tested():
 
 
 def test_every_variant_size_is_tested():
-    sizes = {keras_vit.parse_variant(v).size for v in keras_vit.NAMED_MODELS.values()}
+    variants = [*keras_vit.NAMED_MODELS.values()]
+    variants += [v for v, _ in keras_vit.models.FAMILY_MODELS.values()]
+    sizes = {keras_vit.parse_variant(v).size for v in variants}
     assert sizes | {"test"} == set(keras_vit.VARIANTS)
 
 
@@ -104,16 +136,26 @@ def test_tiny_model_matches_numpy_reference(options):
     pooling = options.pop("pooling", "token")
     size = options.pop("image_size", (32, 32))
     params = reference.make_vit_checkpoint(
-        hidden_dim=32, depth=2, mlp_dim=64, num_heads=2, patch_size=8,
-        image_size=size, num_classes=10, **options,
+        hidden_dim=32,
+        depth=2,
+        mlp_dim=64,
+        num_heads=2,
+        patch_size=8,
+        image_size=size,
+        num_classes=10,
+        **options,
     )
     model = tiny_model(
         image_size=size, pooling=pooling, gelu_approximate=gelu == "tanh", **options
     )
     assign_reference_params(model, params)
     x = images(batch=3, size=size)
-    expected = reference.vit_forward(params, x, num_heads=2, patch_size=8, gelu=gelu, pooling=pooling)
-    np.testing.assert_allclose(model.predict(x, verbose=0), expected, atol=1e-5, rtol=1e-5)
+    expected = reference.vit_forward(
+        params, x, num_heads=2, patch_size=8, gelu=gelu, pooling=pooling
+    )
+    np.testing.assert_allclose(
+        model.predict(x, verbose=0), expected, atol=1e-5, rtol=1e-5
+    )
 
 
 def test_hybrid_matches_numpy_reference():
@@ -125,18 +167,29 @@ def test_hybrid_matches_numpy_reference():
         gelu_approximate=True,
     )
     assert model.get_layer("block2_unit1_conv_proj").strides == (2, 2)
-    keras_blocks = [layer.name for layer in model.layers if layer.name.startswith("encoderblock_")]
+    keras_blocks = [
+        layer.name for layer in model.layers if layer.name.startswith("encoderblock_")
+    ]
     assert keras_blocks == ["encoderblock_0", "encoderblock_1"]  # test variant depth
     params = reference.make_vit_checkpoint(
-        hidden_dim=32, depth=2, mlp_dim=64, num_heads=2, patch_size=1,
-        image_size=(64, 64), num_classes=5, resnet_layers=(1, 2), resnet_width=32,
+        hidden_dim=32,
+        depth=2,
+        mlp_dim=64,
+        num_heads=2,
+        patch_size=1,
+        image_size=(64, 64),
+        num_classes=5,
+        resnet_layers=(1, 2),
+        resnet_width=32,
     )
     assign_reference_params(model, params)
     x = images(batch=2, size=(64, 64))
     expected = reference.vit_forward(
         params, x, num_heads=2, patch_size=1, gelu="tanh", resnet_layers=(1, 2)
     )
-    np.testing.assert_allclose(model.predict(x, verbose=0), expected, atol=1e-4, rtol=1e-5)
+    np.testing.assert_allclose(
+        model.predict(x, verbose=0), expected, atol=1e-4, rtol=1e-5
+    )
 
 
 def test_preprocessing_maps_pixels_to_model_range():
@@ -159,12 +212,17 @@ def test_preprocessing_maps_pixels_to_model_range():
 def test_heads_and_pooling_outputs():
     assert tiny_model().output_shape == (None, 10)
     assert tiny_model(include_top=False).output_shape == (None, 32)
-    assert tiny_model(include_top=False, representation_size=24).output_shape == (None, 24)
+    assert tiny_model(include_top=False, representation_size=24).output_shape == (
+        None,
+        24,
+    )
     assert tiny_model(include_top=False, pooling=None).output_shape == (None, 17, 32)
     model = tiny_model(class_token=False, pooling="gap")
     assert "class_token" not in [layer.name for layer in model.layers]
     assert model.get_layer("posembed_input").embedding.shape == (1, 16, 32)
-    assert tiny_model(classifier_activation="softmax").predict(images(), verbose=0).sum(-1) == pytest.approx(1.0)
+    assert tiny_model(classifier_activation="softmax").predict(images(), verbose=0).sum(
+        -1
+    ) == pytest.approx(1.0)
 
 
 def test_paper_initialisation():
@@ -173,7 +231,9 @@ def test_paper_initialisation():
     np.testing.assert_array_equal(head.kernel.numpy(), 0.0)
     np.testing.assert_array_equal(head.bias.numpy(), 0.0)
     np.testing.assert_array_equal(model.get_layer("class_token").token.numpy(), 0.0)
-    assert model.get_layer("posembed_input").embedding.numpy().std() == pytest.approx(0.02, rel=0.1)
+    assert model.get_layer("posembed_input").embedding.numpy().std() == pytest.approx(
+        0.02, rel=0.1
+    )
     block = model.get_layer("encoderblock_0")
     assert block.norm_1.epsilon == 1e-6 and block.norm_2.epsilon == 1e-6
     assert model.get_layer("encoder_norm").epsilon == 1e-6
@@ -192,18 +252,26 @@ def test_stochastic_depth_grows_linearly_with_depth():
 def test_non_square_and_other_sizes_run():
     model = tiny_model(image_size=(24, 40))
     assert model.predict(images(size=(24, 40)), verbose=0).shape == (2, 10)
-    assert keras_vit.ViT("test/4", image_size=12).predict(images(size=(12, 12)), verbose=0).shape == (2, 1000)
+    assert keras_vit.ViT("test/4", image_size=12).predict(
+        images(size=(12, 12)), verbose=0
+    ).shape == (2, 1000)
 
 
 @pytest.mark.parametrize(
     "kwargs, message",
     [
-        (dict(variant="test/8", image_size=30), r"height \(30\) is not divisible by the token stride 8"),
+        (
+            dict(variant="test/8", image_size=30),
+            r"height \(30\) is not divisible by the token stride 8",
+        ),
         (dict(variant="test/8", image_size=(32, 36)), r"width \(36\) is not divisible"),
         (dict(variant="Q/16"), "Unknown variant size 'Q'"),
         (dict(variant="B16"), "Unknown variant 'B16'"),
         (dict(variant="R77+B/16"), "Unknown hybrid backbone 'R77'"),
-        (dict(variant="test/6", backbone=(1,)), "not a multiple of the backbone's stride 4"),
+        (
+            dict(variant="test/6", backbone=(1,)),
+            "not a multiple of the backbone's stride 4",
+        ),
         (dict(variant="test/8", pooling=None), "needs `include_top=False`"),
         (dict(variant="test/8", class_token=False), "needs a class token"),
         (dict(variant="test/8", pooling="max"), "`pooling` must be 'token', 'gap'"),
@@ -262,7 +330,11 @@ def test_with_image_size_resamples_and_keeps_everything_else():
     )
     np.testing.assert_allclose(table, expected, atol=1e-6)
     for name in ("embedding", "encoderblock_1", "head"):
-        for a, b in zip(model.get_layer(name).weights, bigger.get_layer(name).weights):
+        for a, b in zip(
+            model.get_layer(name).weights,
+            bigger.get_layer(name).weights,
+            strict=True,
+        ):
             np.testing.assert_array_equal(a.numpy(), b.numpy())
     same = keras_vit.with_image_size(model, 32)
     np.testing.assert_allclose(same(images()), model(images()), atol=1e-6)
@@ -284,7 +356,9 @@ def test_mixed_precision_model(policy):
     keras.config.set_dtype_policy("float32")
     reference_model = tiny_model()
     reference_model.set_weights(model.get_weights())
-    np.testing.assert_allclose(out, reference_model.predict(images(), verbose=0), atol=0.1)
+    np.testing.assert_allclose(
+        out, reference_model.predict(images(), verbose=0), atol=0.1
+    )
 
 
 @pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])

@@ -167,9 +167,7 @@ def test_standardize_kernel_per_output_channel():
     np.testing.assert_allclose(ws.mean(axis=(0, 1, 2)), 0.0, atol=1e-12)
     std = w.std(axis=(0, 1, 2))
     # (w - mean) / (std + 1e-5): population std, eps added to the std.
-    np.testing.assert_allclose(
-        ws.std(axis=(0, 1, 2)), std / (std + 1e-5), rtol=1e-12
-    )
+    np.testing.assert_allclose(ws.std(axis=(0, 1, 2)), std / (std + 1e-5), rtol=1e-12)
 
 
 def test_layer_norm_and_gelus():
@@ -252,9 +250,7 @@ def test_b16_layout_key_and_param_counts():
 )
 def test_b16_variant_counts(kwargs, keys, count):
     kwargs = {"image_size": (224, 224), **kwargs}
-    params = ref.make_vit_checkpoint(
-        **B16, patch_size=16, shapes_only=True, **kwargs
-    )
+    params = ref.make_vit_checkpoint(**B16, patch_size=16, shapes_only=True, **kwargs)
     assert len(params) == keys
     assert ref.count_params(params) == count
 
@@ -367,23 +363,15 @@ def test_vit_forward_gap_and_pre_logits():
     x = _images(2, 8, 8, seed=1)
     # gap without a class token: mean over all tokens.
     p = ref.make_vit_checkpoint(**cfg, image_size=(8, 8), class_token=False)
-    out = ref.vit_intermediates(
-        p, x, num_heads=2, patch_size=4, pooling="gap"
-    )
+    out = ref.vit_intermediates(p, x, num_heads=2, patch_size=4, pooling="gap")
     np.testing.assert_allclose(out["pooled"], out["encoded"].mean(1))
     with pytest.raises(ValueError):
         ref.vit_forward(p, x, num_heads=2, patch_size=4, pooling="token")
     # gap with a class token excludes it; pre_logits applies tanh.
-    p = ref.make_vit_checkpoint(
-        **cfg, image_size=(8, 8), representation_size=6
-    )
-    out = ref.vit_intermediates(
-        p, x, num_heads=2, patch_size=4, pooling="gap"
-    )
+    p = ref.make_vit_checkpoint(**cfg, image_size=(8, 8), representation_size=6)
+    out = ref.vit_intermediates(p, x, num_heads=2, patch_size=4, pooling="gap")
     np.testing.assert_allclose(out["pooled"], out["encoded"][:, 1:].mean(1))
-    want = np.tanh(
-        out["pooled"] @ p["pre_logits/kernel"] + p["pre_logits/bias"]
-    )
+    want = np.tanh(out["pooled"] @ p["pre_logits/kernel"] + p["pre_logits/bias"])
     np.testing.assert_allclose(out["pre_logits"], want)
     assert out["logits"].shape == (2, 10)
     assert len(out["attention"]) == 1
@@ -415,9 +403,7 @@ def test_vit_forward_tiny_hybrid():
     got = ref.vit_forward(legacy, x, num_heads=4, patch_size=1)
     np.testing.assert_array_equal(got, out["logits"])
     with pytest.raises(ValueError):
-        ref.vit_forward(
-            params, x, num_heads=4, patch_size=1, resnet_layers=(2, 2)
-        )
+        ref.vit_forward(params, x, num_heads=4, patch_size=1, resnet_layers=(2, 2))
 
 
 def test_hybrid_backbone_matches_unrolled_unit():

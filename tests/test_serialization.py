@@ -12,12 +12,21 @@ from helpers import tiny_model
 import keras_vit
 
 MODELS = {
-    "vit": lambda: tiny_model(representation_size=16, drop_path_rate=0.1, dropout_rate=0.1),
-    "gap_non_square": lambda: tiny_model(class_token=False, pooling="gap", image_size=(24, 40)),
-    "hybrid": lambda: keras_vit.ViT(
-        "test/16", backbone=keras_vit.ResNetSpec((1, 1), width=32), image_size=32, num_classes=3
+    "vit": lambda: tiny_model(
+        representation_size=16, drop_path_rate=0.1, dropout_rate=0.1
     ),
-    "preprocessing_gelu_tanh": lambda: tiny_model(include_preprocessing=True, gelu_approximate=True),
+    "gap_non_square": lambda: tiny_model(
+        class_token=False, pooling="gap", image_size=(24, 40)
+    ),
+    "hybrid": lambda: keras_vit.ViT(
+        "test/16",
+        backbone=keras_vit.ResNetSpec((1, 1), width=32),
+        image_size=32,
+        num_classes=3,
+    ),
+    "preprocessing_gelu_tanh": lambda: tiny_model(
+        include_preprocessing=True, gelu_approximate=True
+    ),
 }
 
 

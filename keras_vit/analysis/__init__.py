@@ -18,6 +18,16 @@ extra). `python -m recipes.analyze` writes all figures at once.
   TensorFlow).
 - `noise_robustness`, `band_limited_noise`: accuracy under frequency-band
   noise (Park & Kim).
+- `depth_statistics`, `map_variance`: Fourier `Δ log amplitude` and
+  variance of every feature map by depth, for a ViT, a PreActResNet or an
+  AlterNet alike (`FeatureMaps`, `model_family`).
+- `attention_distance_by_depth`, `alternet_attention_distances`,
+  `window_attention_distance`: mean attention distance of a ViT's blocks or
+  an AlterNet's windowed MSA blocks, in input pixels.
+
+Any classifier works with `hessian_eigenvalues` and `noise_robustness`;
+`keras_vit.analysis.plotting_compare` draws several models side by side
+(`python -m recipes.compare`).
 
 Example:
 
@@ -28,50 +38,50 @@ distances = analysis.attention_distances(model, images)  # (depth, heads)
 ```
 """
 
+from keras_vit.analysis._maps import FeatureMaps
+from keras_vit.analysis._maps import model_family
 from keras_vit.analysis._walk import token_layout
-from keras_vit.analysis.attention import attention_weights, iter_attention_weights
-from keras_vit.analysis.distance import (
-    attention_distances,
-    mean_attention_distance,
-    patch_distances,
-)
-from keras_vit.analysis.filters import (
-    PrincipalComponents,
-    components_as_rgb,
-    embedding_filters,
-)
-from keras_vit.analysis.fourier import (
-    feature_map_frequencies,
-    high_frequency_log_amplitude,
-    log_amplitude_spectrum,
-    relative_log_amplitude,
-)
+from keras_vit.analysis.attention import attention_weights
+from keras_vit.analysis.attention import iter_attention_weights
+from keras_vit.analysis.depth import depth_statistics
+from keras_vit.analysis.depth import map_variance
+from keras_vit.analysis.distance import attention_distances
+from keras_vit.analysis.distance import mean_attention_distance
+from keras_vit.analysis.distance import patch_distances
+from keras_vit.analysis.filters import PrincipalComponents
+from keras_vit.analysis.filters import components_as_rgb
+from keras_vit.analysis.filters import embedding_filters
+from keras_vit.analysis.fourier import feature_map_frequencies
+from keras_vit.analysis.fourier import high_frequency_log_amplitude
+from keras_vit.analysis.fourier import log_amplitude_spectrum
+from keras_vit.analysis.fourier import relative_log_amplitude
 from keras_vit.analysis.hessian import hessian_eigenvalues
-from keras_vit.analysis.noise import (
-    band_limited_noise,
-    frequency_bands,
-    noise_robustness,
-)
-from keras_vit.analysis.position_similarity import (
-    position_embedding_similarity,
-    similarity_grid,
-)
-from keras_vit.analysis.rollout import (
-    attention_rollout,
-    attention_rollout_maps,
-    output_token_map,
-    overlay,
-    to_image_space,
-)
+from keras_vit.analysis.noise import band_limited_noise
+from keras_vit.analysis.noise import frequency_bands
+from keras_vit.analysis.noise import noise_robustness
+from keras_vit.analysis.position_similarity import position_embedding_similarity
+from keras_vit.analysis.position_similarity import similarity_grid
+from keras_vit.analysis.rollout import attention_rollout
+from keras_vit.analysis.rollout import attention_rollout_maps
+from keras_vit.analysis.rollout import output_token_map
+from keras_vit.analysis.rollout import overlay
+from keras_vit.analysis.rollout import to_image_space
+from keras_vit.analysis.window_distance import alternet_attention_distances
+from keras_vit.analysis.window_distance import attention_distance_by_depth
+from keras_vit.analysis.window_distance import window_attention_distance
 
 __all__ = [
+    "FeatureMaps",
     "PrincipalComponents",
+    "alternet_attention_distances",
+    "attention_distance_by_depth",
     "attention_distances",
     "attention_rollout",
     "attention_rollout_maps",
     "attention_weights",
     "band_limited_noise",
     "components_as_rgb",
+    "depth_statistics",
     "embedding_filters",
     "feature_map_frequencies",
     "frequency_bands",
@@ -79,7 +89,9 @@ __all__ = [
     "high_frequency_log_amplitude",
     "iter_attention_weights",
     "log_amplitude_spectrum",
+    "map_variance",
     "mean_attention_distance",
+    "model_family",
     "noise_robustness",
     "output_token_map",
     "overlay",
@@ -89,4 +101,5 @@ __all__ = [
     "similarity_grid",
     "to_image_space",
     "token_layout",
+    "window_attention_distance",
 ]

@@ -10,7 +10,8 @@ caller chooses to keep) exist at a time.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
+from collections.abc import Iterator
 
 import keras
 import numpy as np

@@ -10,17 +10,16 @@ selected one are never run.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
+from collections.abc import Iterator
 
 import keras
 import numpy as np
 
-from keras_vit.analysis._walk import (
-    BlockWalker,
-    batch_slices,
-    check_images,
-    resolve_blocks,
-)
+from keras_vit.analysis._walk import BlockWalker
+from keras_vit.analysis._walk import batch_slices
+from keras_vit.analysis._walk import check_images
+from keras_vit.analysis._walk import resolve_blocks
 
 
 def attention_weights(

@@ -20,12 +20,10 @@ from collections.abc import Iterable
 import keras
 import numpy as np
 
-from keras_vit.analysis._walk import (
-    BlockWalker,
-    batch_slices,
-    check_images,
-    resolve_blocks,
-)
+from keras_vit.analysis._walk import BlockWalker
+from keras_vit.analysis._walk import batch_slices
+from keras_vit.analysis._walk import check_images
+from keras_vit.analysis._walk import resolve_blocks
 from keras_vit.layers.utils import to_pair
 
 

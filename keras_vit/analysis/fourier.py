@@ -20,7 +20,9 @@ from __future__ import annotations
 import keras
 import numpy as np
 
-from keras_vit.analysis._walk import BlockWalker, batch_slices, check_images
+from keras_vit.analysis._walk import BlockWalker
+from keras_vit.analysis._walk import batch_slices
+from keras_vit.analysis._walk import check_images
 from keras_vit.models import layout as names
 
 DEFAULT_EPSILON = 1e-6

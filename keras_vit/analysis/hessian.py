@@ -21,7 +21,8 @@ batches small (8 to 32 images) for large models, or restrict `variables`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
+from collections.abc import Iterable
 
 import keras
 import numpy as np

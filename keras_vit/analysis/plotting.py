@@ -23,7 +23,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from keras_vit.analysis.filters import PrincipalComponents, components_as_rgb
+from keras_vit.analysis.filters import PrincipalComponents
+from keras_vit.analysis.filters import components_as_rgb
 from keras_vit.analysis.position_similarity import similarity_grid
 
 _CHARS_PER_INCH = 13  # caption characters per inch of figure width
@@ -233,7 +234,8 @@ def plot_position_similarity(similarity) -> CaptionedFigure:
         "patches in the same row or column are similar when the 1-D table "
         "has learned the 2-D layout."
     )
-    figure = _new_figure(4.4, 3.8, caption)
+    figure = _new_figure(4.8, 3.8, caption)
+    figure.subplots_adjust(right=0.8)  # room for the colour bar and its label
     ax = figure.subplots()
     shown = ax.imshow(grid, cmap="viridis", vmin=-1, vmax=1)
     ax.set_xticks([i * (grid_w + 1) + grid_w / 2 - 0.5 for i in range(grid_w)])

@@ -16,7 +16,9 @@ from collections.abc import Sequence
 import keras
 import numpy as np
 
-from keras_vit.analysis._walk import BlockWalker, batch_slices, check_images
+from keras_vit.analysis._walk import BlockWalker
+from keras_vit.analysis._walk import batch_slices
+from keras_vit.analysis._walk import check_images
 
 HEAD_FUSIONS = ("mean", "max", "min")
 

@@ -37,6 +37,7 @@ from keras_vit.data.transforms import decode_image
 from keras_vit.data.transforms import eval_resize
 from keras_vit.data.transforms import to_model_range
 from keras_vit.layers.utils import to_pair
+from keras_vit.models import layout as names
 from keras_vit.models.features import feature_extractor
 from keras_vit.models.layout import ViTLayout
 
@@ -133,6 +134,13 @@ class ServingGraph:
         self.features_model = feature_extractor(
             model, blocks=None, include_tokens=False
         )
+        if layout.has(names.HEAD_DIST):
+            raise ValueError(
+                f"{model.name!r} is a distilled model (a second head, "
+                f"{names.HEAD_DIST!r}): exports serve one head's logits, which "
+                "would not be the model's averaged output. Export a model "
+                "without distillation."
+            )
         self.head = layout.head
         self.includes_preprocessing = layout.has_preprocessing
         self.num_classes = None

@@ -5,7 +5,9 @@ from __future__ import annotations
 import keras
 from keras import ops
 
-from keras_vit.layers.config import use_bfloat16_softmax, use_fused_attention
+from keras_vit.layers.config import use_bfloat16_softmax
+from keras_vit.layers.config import use_fused_attention
+from keras_vit.layers.layer_norm import LayerNorm
 
 
 @keras.saving.register_keras_serializable(package="keras_vit")
@@ -43,6 +45,10 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         kernel_initializer: Initializer of each `(D, D)` projection kernel.
             Defaults to `"glorot_uniform"` (Xavier, as the reference).
         bias_initializer: Defaults to `"zeros"`.
+        qk_norm: Normalise queries and keys per head with a LayerNorm over
+            the head dimension (learned scale and bias, epsilon 1e-6) before
+            the dot product, as timm's `Attention(qk_norm=True)`. Defaults to
+            `False` (no extra ops).
         **kwargs: Base layer keyword arguments, such as `name` and `dtype`.
 
     Call arguments:
@@ -66,6 +72,7 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         attention_dropout_rate: float = 0.0,
         kernel_initializer="glorot_uniform",
         bias_initializer="zeros",
+        qk_norm: bool = False,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -85,13 +92,17 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         self.attention_dropout = keras.layers.Dropout(
             self.attention_dropout_rate, name="attention_dropout"
         )
+        self.qk_norm = bool(qk_norm)
+        if self.qk_norm:
+            policy = self.dtype_policy
+            self.query_norm = LayerNorm(epsilon=1e-6, name="query_norm", dtype=policy)
+            self.key_norm = LayerNorm(epsilon=1e-6, name="key_norm", dtype=policy)
 
     def build(self, input_shape):
         dim = input_shape[-1]
         if dim % self.num_heads:
             raise ValueError(
-                f"The width {dim} is not divisible by num_heads="
-                f"{self.num_heads}."
+                f"The width {dim} is not divisible by num_heads={self.num_heads}."
             )
         self.head_dim = dim // self.num_heads
         heads, head_dim = self.num_heads, self.head_dim
@@ -124,6 +135,9 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         self.out_bias = self.add_weight(
             name="out_bias", shape=(dim,), initializer=self.bias_initializer
         )
+        if self.qk_norm:
+            self.query_norm.build((None, None, head_dim))
+            self.key_norm.build((None, None, head_dim))
 
     def call(self, inputs, training=None, return_attention_scores=False):
         heads, head_dim = self.num_heads, self.head_dim
@@ -135,6 +149,10 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         bias = ops.reshape(ops.cast(self.qkv_bias, dtype), (3 * dim,))
         qkv = ops.add(ops.matmul(ops.reshape(inputs, (-1, dim)), kernel), bias)
         qkv = ops.reshape(qkv, (batch_size, length, 3, heads, head_dim))
+        if self.qk_norm:
+            query = self.query_norm(qkv[:, :, 0], training=training)
+            key = self.key_norm(qkv[:, :, 1], training=training)
+            qkv = ops.stack([query, key, qkv[:, :, 2]], axis=2)  # (B, N, 3, H, Dh)
 
         use_dropout = training and self.attention_dropout_rate > 0
         fused = use_fused_attention()
@@ -188,9 +206,8 @@ class MultiHeadSelfAttention(keras.layers.Layer):
                 "kernel_initializer": keras.initializers.serialize(
                     self.kernel_initializer
                 ),
-                "bias_initializer": keras.initializers.serialize(
-                    self.bias_initializer
-                ),
+                "bias_initializer": keras.initializers.serialize(self.bias_initializer),
+                "qk_norm": self.qk_norm,
             }
         )
         return config

@@ -5,7 +5,8 @@ from __future__ import annotations
 import keras
 from keras import ops
 
-from keras_vit.layers.conv_blocks import batch_norm, torch_kernel_initializer
+from keras_vit.layers.conv_blocks import batch_norm
+from keras_vit.layers.conv_blocks import torch_kernel_initializer
 from keras_vit.layers.drop_path import DropPath
 from keras_vit.layers.local_attention import WindowAttention2D
 

@@ -47,8 +47,14 @@ class PadToMultiple(keras.layers.Layer):
 
     def compute_output_shape(self, input_shape):
         batch, height, width, channels = input_shape
-        height = None if height is None else -(-height // self.multiple[0]) * self.multiple[0]
-        width = None if width is None else -(-width // self.multiple[1]) * self.multiple[1]
+        height = (
+            None
+            if height is None
+            else -(-height // self.multiple[0]) * self.multiple[0]
+        )
+        width = (
+            None if width is None else -(-width // self.multiple[1]) * self.multiple[1]
+        )
         return (batch, height, width, channels)
 
     def get_config(self):

@@ -88,7 +88,7 @@ class PatchEmbedding(keras.layers.Layer):
 
     def _check_image_size(self, height, width):
         for size, patch, axis in zip(
-            (height, width), self.patch_size, ("height", "width")
+            (height, width), self.patch_size, ("height", "width"), strict=True
         ):
             if size is not None and size % patch:
                 raise ValueError(
@@ -121,9 +121,7 @@ class PatchEmbedding(keras.layers.Layer):
                 "kernel_initializer": keras.initializers.serialize(
                     self.kernel_initializer
                 ),
-                "bias_initializer": keras.initializers.serialize(
-                    self.bias_initializer
-                ),
+                "bias_initializer": keras.initializers.serialize(self.bias_initializer),
             }
         )
         return config

@@ -18,6 +18,8 @@ class TokenPooling(keras.layers.Layer):
             the prefix tokens (the reference's `gap` classifier).
         num_prefix_tokens: Tokens before the patches (1 with a class token).
             Defaults to 1.
+        index: With `"token"`, which token to take: 0 (default) is the class
+            token; 1 is the distillation token of a DeiT model.
         **kwargs: Base layer keyword arguments, such as `name` and `dtype`.
 
     Call arguments:
@@ -33,7 +35,9 @@ class TokenPooling(keras.layers.Layer):
     array([[ 6.,  7.,  8.,  9.]], dtype=float32)
     """
 
-    def __init__(self, mode: str = "token", num_prefix_tokens: int = 1, **kwargs):
+    def __init__(
+        self, mode: str = "token", num_prefix_tokens: int = 1, index: int = 0, **kwargs
+    ):
         super().__init__(**kwargs)
         if mode not in POOLING_MODES:
             raise ValueError(
@@ -44,12 +48,18 @@ class TokenPooling(keras.layers.Layer):
                 "Token pooling needs a class token (num_prefix_tokens >= 1). "
                 "Use mode='gap' for models without one."
             )
+        if mode == "token" and not 0 <= int(index) < max(int(num_prefix_tokens), 1):
+            raise ValueError(
+                f"`index` must pick a prefix token (0 to {num_prefix_tokens - 1}). "
+                f"Received: index={index}"
+            )
         self.mode = mode
         self.num_prefix_tokens = int(num_prefix_tokens)
+        self.index = int(index)
 
     def call(self, inputs):
         if self.mode == "token":
-            return inputs[:, 0]  # (B, D)
+            return inputs[:, self.index]  # (B, D)
         return ops.mean(inputs[:, self.num_prefix_tokens :], axis=1)  # (B, D)
 
     def compute_output_shape(self, input_shape):
@@ -57,5 +67,11 @@ class TokenPooling(keras.layers.Layer):
 
     def get_config(self):
         config = super().get_config()
-        config.update({"mode": self.mode, "num_prefix_tokens": self.num_prefix_tokens})
+        config.update(
+            {
+                "mode": self.mode,
+                "num_prefix_tokens": self.num_prefix_tokens,
+                "index": self.index,
+            }
+        )
         return config

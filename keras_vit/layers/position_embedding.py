@@ -86,7 +86,9 @@ class AddPositionEmbedding(keras.layers.Layer):
         self.dynamic = bool(dynamic)
         if self.dynamic and patch_size is None:
             raise ValueError("`dynamic=True` needs the `patch_size` of the grid.")
-        self.patch_size = None if patch_size is None else to_pair(patch_size, "patch_size")
+        self.patch_size = (
+            None if patch_size is None else to_pair(patch_size, "patch_size")
+        )
         self.resample_method = resample_method
         self._method = resolve_method(resample_method, None)
         if int(num_prefix_tokens) < 0:

@@ -79,7 +79,7 @@ class StdConv2D(keras.layers.Layer):
         batch, height, width, _ = input_shape
         out = [
             None if size is None else -(-size // stride)
-            for size, stride in zip((height, width), self.strides)
+            for size, stride in zip((height, width), self.strides, strict=True)
         ]
         return (batch, *out, self.filters)
 

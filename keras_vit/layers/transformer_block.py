@@ -9,9 +9,11 @@ from keras_vit.layers.attention import MultiHeadSelfAttention
 from keras_vit.layers.config import use_erf_gelu
 from keras_vit.layers.drop_path import DropPath
 from keras_vit.layers.layer_norm import LayerNorm
+from keras_vit.layers.layer_scale import LayerScale
 
 LAYER_NORM_EPSILON = 1e-6
 _SQRT_HALF = 0.7071067811865476
+MLP_KINDS = ("gelu", "swiglu")
 
 
 def gelu(x, approximate: bool = False, training: bool | None = None):
@@ -66,6 +68,16 @@ class TransformerBlock(keras.layers.Layer):
         gelu_approximate: Use the tanh approximation of GELU (what the JAX
             reference computes) instead of the exact erf form of the paper.
             Defaults to `False`.
+        layer_scale_init: With a value (e.g. `1e-5`), each branch is scaled
+            per channel by a `LayerScale` starting at that value before the
+            residual addition (CaiT, DeiT III, DINOv2; timm's `init_values`).
+            Defaults to `None` (no scale).
+        qk_norm: LayerNorm on queries and keys per head (timm's `qk_norm`).
+            Defaults to `False`.
+        mlp: `"gelu"` (default): `Dense(mlp_dim) -> GELU -> Dense(dim)`.
+            `"swiglu"`: `Dense(2 * mlp_dim)`, split in halves `a, b`,
+            `silu(a) * b`, then `Dense(dim)` (timm's `SwiGLUPacked`, used by
+            DINOv2-g).
         **kwargs: Base layer keyword arguments, such as `name` and `dtype`.
 
     Call arguments:
@@ -106,11 +118,21 @@ class TransformerBlock(keras.layers.Layer):
         drop_path_rate: float = 0.0,
         layer_norm_epsilon: float = LAYER_NORM_EPSILON,
         gelu_approximate: bool = False,
+        layer_scale_init: float | None = None,
+        qk_norm: bool = False,
+        mlp: str = "gelu",
         **kwargs,
     ):
         super().__init__(**kwargs)
         if int(mlp_dim) <= 0:
             raise ValueError(f"`mlp_dim` must be positive. Received: mlp_dim={mlp_dim}")
+        if mlp not in MLP_KINDS:
+            raise ValueError(f"`mlp` must be one of {MLP_KINDS}. Received: mlp={mlp!r}")
+        self.layer_scale_init = (
+            None if layer_scale_init is None else float(layer_scale_init)
+        )
+        self.qk_norm = bool(qk_norm)
+        self.mlp = mlp
         self.num_heads = int(num_heads)
         self.mlp_dim = int(mlp_dim)
         self.dropout_rate = float(dropout_rate)
@@ -126,6 +148,7 @@ class TransformerBlock(keras.layers.Layer):
         self.attention = MultiHeadSelfAttention(
             self.num_heads,
             attention_dropout_rate=self.attention_dropout_rate,
+            qk_norm=self.qk_norm,
             name="attention",
             dtype=policy,
         )
@@ -137,7 +160,7 @@ class TransformerBlock(keras.layers.Layer):
         )
         # The reference initialises MLP biases from normal(1e-6).
         self.mlp_dense_1 = keras.layers.Dense(
-            self.mlp_dim,
+            self.mlp_dim * (2 if self.mlp == "swiglu" else 1),
             kernel_initializer="glorot_uniform",
             bias_initializer=keras.initializers.RandomNormal(stddev=1e-6),
             name="mlp_dense_1",
@@ -150,6 +173,10 @@ class TransformerBlock(keras.layers.Layer):
             self.dropout_rate, name="mlp_dropout_2", dtype=policy
         )
         self.drop_path = DropPath(self.drop_path_rate, name="drop_path", dtype=policy)
+        if self.layer_scale_init is not None:
+            init = self.layer_scale_init
+            self.layer_scale_1 = LayerScale(init, name="layer_scale_1", dtype=policy)
+            self.layer_scale_2 = LayerScale(init, name="layer_scale_2", dtype=policy)
 
     def build(self, input_shape):
         dim = input_shape[-1]
@@ -165,6 +192,9 @@ class TransformerBlock(keras.layers.Layer):
             dtype=self.dtype_policy,
         )
         self.mlp_dense_2.build((*input_shape[:-1], self.mlp_dim))
+        if self.layer_scale_init is not None:
+            self.layer_scale_1.build(input_shape)
+            self.layer_scale_2.build(input_shape)
 
     def call(
         self,
@@ -181,9 +211,10 @@ class TransformerBlock(keras.layers.Layer):
             )  # (B, N, D), (B, H, N, N)
         else:
             x = self.attention(x, training=training)  # (B, N, D)
-        attention = self.drop_path(
-            self.attention_output_dropout(x, training=training), training=training
-        )
+        x = self.attention_output_dropout(x, training=training)
+        if self.layer_scale_init is not None:
+            x = self.layer_scale_1(x)
+        attention = self.drop_path(x, training=training)
         x = inputs + attention  # (B, N, D)
 
         # The MLP runs on (B*N, D) rows: a 2-D matmul, bias add and GELU are
@@ -192,10 +223,16 @@ class TransformerBlock(keras.layers.Layer):
         y = self.norm_2(x, training=training)
         y = ops.reshape(y, (-1, shape[-1]))  # (B*N, D)
         y = self.mlp_dense_1(y)  # (B*N, mlp_dim)
-        y = gelu(y, self.gelu_approximate, training)
+        if self.mlp == "swiglu":
+            gate, y = ops.split(y, 2, axis=-1)  # (B*N, mlp_dim) each
+            y = ops.silu(gate) * y
+        else:
+            y = gelu(y, self.gelu_approximate, training)
         y = self.mlp_dropout_1(y, training=training)
         y = self.mlp_dense_2(y)  # (B*N, D)
         y = self.mlp_dropout_2(ops.reshape(y, shape), training=training)  # (B, N, D)
+        if self.layer_scale_init is not None:
+            y = self.layer_scale_2(y)
         mlp = self.drop_path(y, training=training)
         outputs = x + mlp  # (B, N, D)
         if return_intermediates:
@@ -245,6 +282,9 @@ class TransformerBlock(keras.layers.Layer):
                 "drop_path_rate": self.drop_path_rate,
                 "layer_norm_epsilon": self.layer_norm_epsilon,
                 "gelu_approximate": self.gelu_approximate,
+                "layer_scale_init": self.layer_scale_init,
+                "qk_norm": self.qk_norm,
+                "mlp": self.mlp,
             }
         )
         return config

@@ -9,6 +9,17 @@ from keras_vit.models.cnn_layout import CNNLayout
 from keras_vit.models.cnn_variants import ALTERNETS
 from keras_vit.models.cnn_variants import PREACT_RESNETS
 from keras_vit.models.cnn_variants import CNNVariant
+from keras_vit.models.families import FAMILY_MODELS
+from keras_vit.models.families import DeiT3_B16
+from keras_vit.models.families import DeiT3_L16
+from keras_vit.models.families import DeiT3_S16
+from keras_vit.models.families import DINOv2_B14
+from keras_vit.models.families import DINOv2_g14
+from keras_vit.models.families import DINOv2_L14
+from keras_vit.models.families import DINOv2_S14
+from keras_vit.models.families import SigLIP_B16
+from keras_vit.models.families import SigLIP_So400m14
+from keras_vit.models.families import family_model
 from keras_vit.models.features import feature_extractor
 from keras_vit.models.layout import LayoutError
 from keras_vit.models.layout import ViTLayout
@@ -17,6 +28,7 @@ from keras_vit.models.preact_resnet import PreActResNet18
 from keras_vit.models.preact_resnet import PreActResNet50
 from keras_vit.models.resize import with_image_size
 from keras_vit.models.variants import BACKBONES
+from keras_vit.models.variants import FAMILIES
 from keras_vit.models.variants import VARIANTS
 from keras_vit.models.variants import ModelSpec
 from keras_vit.models.variants import ResNetSpec
@@ -51,6 +63,18 @@ __all__ = [
     "PreActResNet18",
     "PreActResNet50",
     "BACKBONES",
+    "DeiT3_B16",
+    "DeiT3_L16",
+    "DeiT3_S16",
+    "DINOv2_B14",
+    "DINOv2_g14",
+    "DINOv2_L14",
+    "DINOv2_S14",
+    "FAMILIES",
+    "FAMILY_MODELS",
+    "family_model",
+    "SigLIP_B16",
+    "SigLIP_So400m14",
     "feature_extractor",
     "layout",
     "LayoutError",

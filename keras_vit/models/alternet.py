@@ -13,7 +13,9 @@ from __future__ import annotations
 import keras
 
 from keras_vit.models.cnn import build_cnn
-from keras_vit.models.cnn_variants import ALTERNETS, CNNVariant, get_variant
+from keras_vit.models.cnn_variants import ALTERNETS
+from keras_vit.models.cnn_variants import CNNVariant
+from keras_vit.models.cnn_variants import get_variant
 from keras_vit.models.preact_resnet import _default_name
 
 

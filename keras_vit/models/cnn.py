@@ -7,18 +7,17 @@ from __future__ import annotations
 
 import keras
 
-from keras_vit.layers.conv_blocks import (
-    PreActBlock,
-    batch_norm,
-    torch_kernel_initializer,
-)
+from keras_vit.layers.conv_blocks import PreActBlock
+from keras_vit.layers.conv_blocks import batch_norm
+from keras_vit.layers.conv_blocks import torch_kernel_initializer
 from keras_vit.layers.local_attention import window_shape
 from keras_vit.layers.msa_block import PreActAttentionBlock
 from keras_vit.layers.utils import to_pair
 from keras_vit.models import cnn_layout as cnn_names
 from keras_vit.models import layout as names
 from keras_vit.models.cnn_layout import CNNLayout
-from keras_vit.models.cnn_variants import STEMS, CNNVariant
+from keras_vit.models.cnn_variants import STEMS
+from keras_vit.models.cnn_variants import CNNVariant
 from keras_vit.models.layout import LayoutError
 
 POOLINGS = ("avg", "max")

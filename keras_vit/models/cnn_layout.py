@@ -29,7 +29,10 @@ import re
 
 import keras
 
-from keras_vit.models.layout import HEAD, POOL, LayoutError
+from keras_vit.models.layout import HEAD
+from keras_vit.models.layout import POOL
+from keras_vit.models.layout import LayoutError
+from keras_vit.models.layout import ModelLayout
 
 STEM_PAD = "stem_pad"
 STEM_CONV = "stem_conv"
@@ -56,7 +59,7 @@ def parse_block_name(name: str) -> tuple[int, int, str] | None:
 
 
 @dataclasses.dataclass(frozen=True)
-class CNNLayout:
+class CNNLayout(ModelLayout):
     """What a built PreActResNet or AlterNet is made of.
 
     Attributes:
@@ -108,47 +111,6 @@ class CNNLayout:
         )
 
     @property
-    def depth(self) -> int:
-        return len(self.block_names)
-
-    def layer(self, name: str) -> keras.layers.Layer:
-        """The model's layer called `name`, with a `LayoutError` if absent."""
-        for layer in self.model.layers:
-            if layer.name == name:
-                return layer
-        raise LayoutError(f"Model {self.model.name!r} has no {name!r} layer.")
-
-    def block_indices(self, blocks) -> list[int]:
-        """`"all"`, an index or indices -> sorted distinct indices in range."""
-        if isinstance(blocks, str):
-            if blocks != "all":
-                raise ValueError(
-                    "`blocks` must be 'all', an int or a list of ints. "
-                    f"Received: blocks={blocks!r}"
-                )
-            return list(range(self.depth))
-        if isinstance(blocks, int):
-            blocks = [blocks]
-        indices = []
-        for index in blocks:
-            if not -self.depth <= int(index) < self.depth:
-                raise ValueError(
-                    f"Block index {index} is out of range for a model with "
-                    f"{self.depth} blocks."
-                )
-            indices.append(int(index) % self.depth)
-        return sorted(set(indices))
-
-    @property
     def features(self) -> keras.layers.Layer:
         """The final activated feature map's layer (`head_relu`)."""
         return self.layer(HEAD_RELU)
-
-    @property
-    def pooled(self) -> keras.layers.Layer:
-        if self.pooled_name is None:
-            raise LayoutError(
-                f"Model {self.model.name!r} has no pooling layer (it was built "
-                "with pooling=None)."
-            )
-        return self.layer(self.pooled_name)

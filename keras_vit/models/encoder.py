@@ -12,6 +12,7 @@ import keras
 from keras_vit.layers import AddPositionEmbedding
 from keras_vit.layers import ClassToken
 from keras_vit.layers import PatchEmbedding
+from keras_vit.layers import RegisterTokens
 from keras_vit.layers import TransformerBlock
 from keras_vit.layers.transformer_block import LAYER_NORM_EPSILON
 from keras_vit.models import layout as names
@@ -21,7 +22,7 @@ from keras_vit.models.variants import ModelSpec
 
 def check_image_size(spec: ModelSpec, image_size: tuple[int, int]) -> None:
     """Raises a `ValueError` unless the token stride divides `image_size`."""
-    for size, axis in zip(image_size, ("height", "width")):
+    for size, axis in zip(image_size, ("height", "width"), strict=True):
         if size % spec.total_stride:
             raise ValueError(
                 f"The image {axis} ({size}) is not divisible by the token "
@@ -60,32 +61,59 @@ def encode(
     gelu_approximate: bool = False,
     grid_source=None,
     resample_method: str = "bilinear",
+    distillation: bool = False,
+    num_registers: int = 0,
+    no_embed_class: bool = False,
+    layer_scale_init: float | None = None,
+    qk_norm: bool = False,
+    mlp: str = "gelu",
+    final_norm: bool = True,
 ):
     """Patch embeddings `(B, N, D)` -> encoded tokens `(B, prefix + N, D)`.
 
-    Prepends the class token, adds position embeddings, runs the
-    Transformer blocks (Eq. 2-3) and the final LayerNorm. Block `i` of `L`
-    drops its branches with rate `drop_path_rate * i / (L - 1)`. With a
-    `grid_source` (what the patch embedding ran on), the position embedding
-    of `image_size`'s grid is resampled in the graph to each input's grid
-    (`resample_method`): a dynamic-size model.
+    Prepends the class token (and the distillation token), adds position
+    embeddings, inserts the register tokens, runs the Transformer blocks
+    (Eq. 2-3) and the final LayerNorm (unless `final_norm=False`). The
+    token order is `[class, distillation, registers, patches]`. The
+    position table has rows for the class and distillation tokens, unless
+    `no_embed_class` (it then covers the patches only and is added before
+    the tokens are prepended, as timm's `no_embed_class`); registers never
+    get one (DINOv2). Block `i` of `L` drops its branches with rate
+    `drop_path_rate * i / (L - 1)`. With a `grid_source` (what the patch
+    embedding ran on), the position embedding of `image_size`'s grid is
+    resampled in the graph to each input's grid (`resample_method`): a
+    dynamic-size model.
     """
     size = spec.variant
     grid = tuple(s // spec.total_stride for s in image_size)
+    leading = int(class_token) + int(distillation)
+
+    def prepend(x):
+        if distillation:
+            x = ClassToken(name=names.DIST_TOKEN)(x)
+        if class_token:
+            x = ClassToken(name=names.CLASS_TOKEN)(x)
+        return x
+
     x = tokens
-    if class_token:
-        x = ClassToken(name=names.CLASS_TOKEN)(x)
+    if not no_embed_class:
+        x = prepend(x)
+    posemb_prefix = 0 if no_embed_class else leading
     if grid_source is None:
-        x = AddPositionEmbedding(grid, int(class_token), name=names.POSEMB)(x)
+        x = AddPositionEmbedding(grid, posemb_prefix, name=names.POSEMB)(x)
     else:
         x = AddPositionEmbedding(
             grid,
-            int(class_token),
+            posemb_prefix,
             dynamic=True,
             patch_size=spec.patch_size,
             resample_method=resample_method,
             name=names.POSEMB,
         )(x, grid_source=grid_source)
+    if no_embed_class:
+        x = prepend(x)
+    if num_registers:
+        x = RegisterTokens(num_registers, leading, name=names.REGISTER_TOKENS)(x)
     x = keras.layers.Dropout(dropout_rate, name=names.POSEMB_DROPOUT)(x)
     for i in range(size.depth):
         x = TransformerBlock(
@@ -95,8 +123,13 @@ def encode(
             attention_dropout_rate=attention_dropout_rate,
             drop_path_rate=drop_path_rate * i / max(size.depth - 1, 1),
             gelu_approximate=gelu_approximate,
+            layer_scale_init=layer_scale_init,
+            qk_norm=qk_norm,
+            mlp=mlp,
             name=names.block_name(i),
         )(x)
+    if not final_norm:
+        return x  # (B, prefix + N, D)
     norm = keras.layers.LayerNormalization(
         epsilon=LAYER_NORM_EPSILON, name=names.ENCODER_NORM
     )

@@ -29,7 +29,10 @@ def feature_extractor(
       after the final LayerNorm, passed through `pre_logits` when the model
       has that layer (what the paper's few-shot evaluation uses).
     - `"tokens"`: the full sequence after the final LayerNorm,
-      `(batch, prefix + patches, dim)`.
+      `(batch, prefix + patches, dim)` (after the last block for a model
+      built with `fc_norm=True`, which normalises after pooling); the
+      prefix is `ViTLayout.of(model).num_prefix_tokens` tokens (class,
+      distillation, registers).
     - `"block_{i}"`: the output of Transformer block `i`, before the final
       LayerNorm, `(batch, prefix + patches, dim)`.
 
@@ -58,7 +61,7 @@ def feature_extractor(
             )
         outputs["pooled"] = layout.pooled.output
     if include_tokens:
-        outputs["tokens"] = layout.encoder_norm.output
+        outputs["tokens"] = layout.tokens.output
     selected = [] if blocks is None or blocks == [] else layout.block_indices(blocks)
     for index in selected:
         outputs[f"block_{index}"] = layout.block(index).output

@@ -30,13 +30,21 @@ PREPROCESSING = "preprocessing"
 PADDING = "image_padding"
 EMBEDDING = "embedding"
 CLASS_TOKEN = "class_token"
+DIST_TOKEN = "dist_token"
 POSEMB = "posembed_input"
+REGISTER_TOKENS = "register_tokens"
 POSEMB_DROPOUT = "posembed_dropout"
 BLOCK_PREFIX = "encoderblock_"
 ENCODER_NORM = "encoder_norm"
 POOL = "pool"
+FC_NORM = "fc_norm"
 PRE_LOGITS = "pre_logits"
 HEAD = "head"
+# A distilled model (DeiT) adds a second head on the distillation token and
+# averages the two heads' logits.
+HEAD_DIST = "head_dist"
+DIST_POOL = "dist_pool"
+DISTILLED_LOGITS = "distilled_logits"
 # The masked-patch pre-training model (paper §4.6) adds these.
 PATCH_CORRUPTION = "patch_corruption"
 MEAN_COLOR_TARGETS = "mean_color_targets"
@@ -44,7 +52,7 @@ MASKED_PATCH_HEAD = "masked_patch_head"
 
 # Layers that belong to a task head, not to the encoder. The weights path
 # applies one rule to them (`keras_vit.weights.load_weights`).
-HEAD_LAYERS = (PRE_LOGITS, HEAD, MASKED_PATCH_HEAD)
+HEAD_LAYERS = (PRE_LOGITS, HEAD, HEAD_DIST, MASKED_PATCH_HEAD)
 # Layers that only exist for pre-training; an encoder copied out of a
 # pre-training model leaves them behind.
 PRETRAINING_LAYERS = (PATCH_CORRUPTION, MEAN_COLOR_TARGETS, MASKED_PATCH_HEAD)
@@ -67,21 +75,81 @@ class LayoutError(ValueError):
     """A model is not a keras_vit ViT (or lacks a part a caller needs)."""
 
 
+class ModelLayout:
+    """What every layout answers: layers by name, blocks by index, pooling.
+
+    Subclasses are frozen dataclasses with `model`, `block_names` and
+    `pooled_name` fields (`ViTLayout`, `keras_vit.models.CNNLayout`).
+    """
+
+    @property
+    def depth(self) -> int:
+        return len(self.block_names)
+
+    def layer(self, name: str) -> keras.layers.Layer:
+        """The model's layer called `name`, with a `LayoutError` if absent."""
+        for layer in self.model.layers:
+            if layer.name == name:
+                return layer
+        raise LayoutError(f"Model {self.model.name!r} has no {name!r} layer.")
+
+    def has(self, name: str) -> bool:
+        return any(layer.name == name for layer in self.model.layers)
+
+    def block_indices(self, blocks) -> list[int]:
+        """`"all"`, an index or indices -> sorted distinct indices in range."""
+        if isinstance(blocks, str):
+            if blocks != "all":
+                raise ValueError(
+                    "`blocks` must be 'all', an int or a list of ints. "
+                    f"Received: blocks={blocks!r}"
+                )
+            return list(range(self.depth))
+        if isinstance(blocks, int) or hasattr(blocks, "__index__"):
+            blocks = [blocks]
+        indices = []
+        for index in blocks:
+            if not -self.depth <= int(index) < self.depth:
+                raise ValueError(
+                    f"Block index {index} is out of range for a model with "
+                    f"{self.depth} blocks."
+                )
+            indices.append(int(index) % self.depth)
+        if not indices:
+            raise ValueError("`blocks` selects no block.")
+        return sorted(set(indices))
+
+    @property
+    def pooled(self) -> keras.layers.Layer:
+        """The layer whose output is the image representation."""
+        if self.pooled_name is None:
+            raise LayoutError(
+                f"Model {self.model.name!r} has no pooling layer (it was built "
+                "with pooling=None)."
+            )
+        return self.layer(self.pooled_name)
+
+
 @dataclasses.dataclass(frozen=True)
-class ViTLayout:
+class ViTLayout(ModelLayout):
     """What a built keras_vit model is made of.
 
     Attributes:
         model: The model described.
         block_names: The Transformer blocks' layer names, in order.
         grid_size: The patch grid `(h, w)` of the position embedding.
-        num_prefix_tokens: Tokens before the patches (1 with a class token).
+        num_prefix_tokens: Tokens before the patches: the class token, the
+            distillation token and the register tokens, in that order.
+        num_registers: Register tokens among them (DINOv2), 0 for none.
         image_size: The input `(height, width)` in pixels, or `None` for an
             axis the model leaves undefined.
         channels: Input channels.
         pooled_name: The layer whose output is the image representation
-            (`pre_logits` when present, else `pool`), or `None` for a model
-            built with `pooling=None`.
+            (`pre_logits` when present, else `fc_norm`, else `pool`), or
+            `None` for a model built with `pooling=None`.
+        tokens_name: The layer whose output is the encoded token sequence
+            (`encoder_norm`, or the last block when the model normalises
+            after pooling with `fc_norm`).
         head_name: `"head"` when the model has a classifier, else `None`.
         has_preprocessing: Whether a `[0, 255] -> [-1, 1]` rescaling layer
             comes first.
@@ -91,9 +159,11 @@ class ViTLayout:
     block_names: tuple[str, ...]
     grid_size: tuple[int, int]
     num_prefix_tokens: int
+    num_registers: int
     image_size: tuple[int | None, int | None]
     channels: int
     pooled_name: str | None
+    tokens_name: str
     head_name: str | None
     has_preprocessing: bool
 
@@ -122,24 +192,28 @@ class ViTLayout:
                 f"Model {model.name!r} takes inputs of shape {shape}; expected "
                 "(batch, height, width, channels)."
             )
-        pooled = next((n for n in (PRE_LOGITS, POOL) if n in names), None)
+        pooled = next((n for n in (PRE_LOGITS, FC_NORM, POOL) if n in names), None)
+        registers = (
+            int(model.get_layer(REGISTER_TOKENS).num_tokens)
+            if REGISTER_TOKENS in names
+            else 0
+        )
+        prefix = int(CLASS_TOKEN in names) + int(DIST_TOKEN in names) + registers
         return cls(
             model=model,
             block_names=tuple(blocks),
             grid_size=tuple(int(g) for g in posemb.grid_size),
-            num_prefix_tokens=int(posemb.num_prefix_tokens),
+            num_prefix_tokens=prefix,
+            num_registers=registers,
             image_size=tuple(None if s is None else int(s) for s in shape[1:3]),
             channels=int(shape[3]),
             pooled_name=pooled,
+            tokens_name=ENCODER_NORM if ENCODER_NORM in names else blocks[-1],
             head_name=HEAD if HEAD in names else None,
             has_preprocessing=PREPROCESSING in names,
         )
 
     # -- geometry ------------------------------------------------------------
-    @property
-    def depth(self) -> int:
-        return len(self.block_names)
-
     @property
     def num_patches(self) -> int:
         return self.grid_size[0] * self.grid_size[1]
@@ -179,42 +253,9 @@ class ViTLayout:
         return self.has(PADDING)
 
     # -- layers --------------------------------------------------------------
-    def layer(self, name: str) -> keras.layers.Layer:
-        """The model's layer called `name`, with a `LayoutError` if absent."""
-        for layer in self.model.layers:
-            if layer.name == name:
-                return layer
-        raise LayoutError(f"Model {self.model.name!r} has no {name!r} layer.")
-
-    def has(self, name: str) -> bool:
-        return any(layer.name == name for layer in self.model.layers)
-
     def block(self, index: int) -> keras.layers.Layer:
         """Transformer block `index` (negative indices count from the end)."""
         return self.layer(self.block_names[self.block_indices(index)[0]])
-
-    def block_indices(self, blocks) -> list[int]:
-        """`"all"`, an index or indices -> sorted distinct indices in range."""
-        if isinstance(blocks, str):
-            if blocks != "all":
-                raise ValueError(
-                    "`blocks` must be 'all', an int or a list of ints. "
-                    f"Received: blocks={blocks!r}"
-                )
-            return list(range(self.depth))
-        if isinstance(blocks, int) or hasattr(blocks, "__index__"):
-            blocks = [blocks]
-        indices = []
-        for index in blocks:
-            if not -self.depth <= int(index) < self.depth:
-                raise ValueError(
-                    f"Block index {index} is out of range for a model with "
-                    f"{self.depth} blocks."
-                )
-            indices.append(int(index) % self.depth)
-        if not indices:
-            raise ValueError("`blocks` selects no block.")
-        return sorted(set(indices))
 
     @property
     def position_embedding(self) -> keras.layers.Layer:
@@ -229,14 +270,9 @@ class ViTLayout:
         return self.layer(ENCODER_NORM)
 
     @property
-    def pooled(self) -> keras.layers.Layer:
-        """The layer whose output is the image representation."""
-        if self.pooled_name is None:
-            raise LayoutError(
-                f"Model {self.model.name!r} has no pooling layer (it was built "
-                "with pooling=None)."
-            )
-        return self.layer(self.pooled_name)
+    def tokens(self) -> keras.layers.Layer:
+        """The layer whose output is the encoded token sequence."""
+        return self.layer(self.tokens_name)
 
     @property
     def head(self) -> keras.layers.Layer | None:

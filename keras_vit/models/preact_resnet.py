@@ -5,7 +5,9 @@ from __future__ import annotations
 import keras
 
 from keras_vit.models.cnn import build_cnn
-from keras_vit.models.cnn_variants import PREACT_RESNETS, CNNVariant, get_variant
+from keras_vit.models.cnn_variants import PREACT_RESNETS
+from keras_vit.models.cnn_variants import CNNVariant
+from keras_vit.models.cnn_variants import get_variant
 
 
 def PreActResNet(  # noqa: N802

@@ -18,7 +18,9 @@ class Variant:
 
 
 # B, L, H: Table 1 of arXiv:2010.11929. Ti, S: arXiv:2012.12877 (DeiT), as
-# used by the AugReg checkpoints. "test" is a tiny row for unit tests.
+# used by the AugReg checkpoints. g: DINOv2's giant (arXiv:2304.07193; its
+# SwiGLU MLP is 4096 wide after the gate). So400m: the shape-optimised
+# SigLIP (arXiv:2305.13035). "test" is a tiny row for unit tests.
 VARIANTS = types.MappingProxyType(
     {
         "test": Variant(hidden_dim=32, depth=2, mlp_dim=64, num_heads=2),
@@ -27,6 +29,60 @@ VARIANTS = types.MappingProxyType(
         "B": Variant(hidden_dim=768, depth=12, mlp_dim=3072, num_heads=12),
         "L": Variant(hidden_dim=1024, depth=24, mlp_dim=4096, num_heads=16),
         "H": Variant(hidden_dim=1280, depth=32, mlp_dim=5120, num_heads=16),
+        "g": Variant(hidden_dim=1536, depth=40, mlp_dim=4096, num_heads=24),
+        "So400m": Variant(hidden_dim=1152, depth=27, mlp_dim=4304, num_heads=16),
+    }
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class Family:
+    """A published ViT recipe: the `keras_vit.ViT` arguments it differs by.
+
+    Attributes:
+        title: The family's name in docs and docstrings.
+        options: `keras_vit.ViT` keyword arguments every model of the
+            family is built with (the caller's arguments override them).
+    """
+
+    title: str
+    options: types.MappingProxyType
+
+
+def _family(title: str, **options) -> Family:
+    return Family(title, types.MappingProxyType(options))
+
+
+# The families' architecture options, as timm builds their checkpoints.
+# DINOv2 and SigLIP are backbones without a published classifier, so their
+# models come without the top unless asked for one.
+FAMILIES = types.MappingProxyType(
+    {
+        "deit3": _family("DeiT III", layer_scale_init=1e-6, no_embed_class=True),
+        "dinov2": _family(
+            "DINOv2 with registers",
+            layer_scale_init=1e-5,
+            num_registers=4,
+            no_embed_class=True,
+            image_size=518,
+            include_top=False,
+        ),
+        "dinov2_swiglu": _family(
+            "DINOv2 with registers",
+            layer_scale_init=1e-5,
+            num_registers=4,
+            no_embed_class=True,
+            image_size=518,
+            include_top=False,
+            mlp="swiglu",
+        ),
+        "siglip": _family(
+            "SigLIP",
+            class_token=False,
+            pooling="map",
+            no_embed_class=True,
+            include_top=False,
+        ),
     }
 )
 
@@ -67,7 +123,7 @@ BACKBONES = types.MappingProxyType(
     }
 )
 
-_VARIANT_PATTERN = re.compile(r"^(?:(R\d+)\+)?([A-Za-z]+)/(\d+)$")
+_VARIANT_PATTERN = re.compile(r"^(?:(R\d+)\+)?([A-Za-z][A-Za-z0-9]*)/(\d+)$")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -151,6 +207,4 @@ def parse_variant(
                 f"the backbone's stride {backbone.stride}."
             )
         patch_size = stride // backbone.stride
-    return ModelSpec(
-        size, VARIANTS[size], patch_size, stride, backbone, backbone_name
-    )
+    return ModelSpec(size, VARIANTS[size], patch_size, stride, backbone, backbone_name)

@@ -7,8 +7,10 @@ import numbers
 
 import keras
 
+from keras_vit.layers import MAPHead
 from keras_vit.layers import TokenPooling
 from keras_vit.layers.padding import PadToMultiple
+from keras_vit.layers.transformer_block import LAYER_NORM_EPSILON
 from keras_vit.layers.utils import to_pair
 from keras_vit.models import layout as names
 from keras_vit.models.encoder import check_image_size
@@ -21,7 +23,7 @@ from keras_vit.resample import resolve_method
 
 
 def ViT(  # noqa: N802
-    variant: str = "B/16",
+    variant: str | ModelSpec = "B/16",
     *,
     num_classes: int = 1000,
     image_size: int | tuple[int, int] = 224,
@@ -41,6 +43,13 @@ def ViT(  # noqa: N802
     dynamic_image_size: bool = False,
     dynamic_image_pad: bool = False,
     position_resample: str = "bilinear",
+    layer_scale_init: float | None = None,
+    num_registers: int = 0,
+    no_embed_class: bool = False,
+    qk_norm: bool = False,
+    fc_norm: bool = False,
+    distillation: bool = False,
+    mlp: str = "gelu",
     weights: str | None = None,
     name: str | None = None,
 ) -> keras.Model:
@@ -53,7 +62,9 @@ def ViT(  # noqa: N802
 
     Args:
         variant: Size and patch, e.g. `"B/16"`, `"L/32"`, `"H/14"`, `"test/8"`,
-            or a hybrid such as `"R50+B/16"`. See `keras_vit.VARIANTS`.
+            or a hybrid such as `"R50+B/16"`. See `keras_vit.VARIANTS`. A
+            `keras_vit.models.ModelSpec` (e.g. `parse_variant("S/16")` with
+            another `Variant` row) builds a size the table does not list.
         num_classes: Classes of the linear head. Defaults to 1000.
         image_size: Input size, an int or `(height, width)`; must be a multiple
             of the token stride (the patch size, or backbone stride times patch
@@ -61,9 +72,12 @@ def ViT(  # noqa: N802
         include_top: Whether to add the classification head. Without it the
             model returns the pooled representation (after `pre_logits` when
             there is one), or the whole token sequence when `pooling=None`.
-        pooling: `"token"` (the class token, as in the paper) or `"gap"`
-            (mean of the patch tokens). `None` is allowed only without the top
-            and returns the token sequence `(batch, tokens, hidden_dim)`.
+        pooling: `"token"` (the class token, as in the paper), `"gap"`
+            (mean of the patch tokens) or `"map"` (multi-head attention
+            pooling from a learned probe, SigLIP's; `keras_vit.layers.MAPHead`
+            with the variant's heads and MLP width). `None` is allowed only
+            without the top and returns the token sequence
+            `(batch, tokens, hidden_dim)`.
         representation_size: Width of the tanh "pre-logits" layer used during
             pre-training. Defaults to `None` (no such layer).
         class_token: Whether to prepend a class token. Defaults to `True`.
@@ -98,6 +112,33 @@ def ViT(  # noqa: N802
             embedding: `"bilinear"` (default, the reference's; equals
             `keras_vit.with_image_size`), or another method or named mode of
             `keras_vit.resample` (`"timm"`, `"huggingface"`).
+        layer_scale_init: Scale both residual branches of every block per
+            channel by a learned `LayerScale` starting at this value (DeiT
+            III: 1e-6, DINOv2: 1e-5; timm's `init_values`). Defaults to
+            `None` (no scale).
+        num_registers: Register tokens inserted after the class token, with
+            no position embedding (DINOv2 with registers: 4). They are
+            prefix tokens: left out of pooling and of the analyses.
+            Defaults to 0.
+        no_embed_class: The position table covers the patches only and is
+            added before the class token is prepended (DeiT III, DINOv2,
+            SigLIP; timm's `no_embed_class`). Defaults to `False` (a
+            class-token row, as the paper).
+        qk_norm: LayerNorm on queries and keys in every attention layer.
+            Defaults to `False`.
+        fc_norm: Normalise the pooled representation instead of the token
+            sequence: the final LayerNorm (`fc_norm`) comes after pooling
+            and there is no `encoder_norm` (timm's `fc_norm`, used with
+            `"gap"`). Defaults to `False`.
+        distillation: Add DeiT's distillation token after the class token
+            and a second head `head_dist` on it; the model returns the mean
+            of the two heads' logits (timm's `VisionTransformerDistilled`
+            in inference). For distillation training, take both heads:
+            `keras.Model(model.input, [model.get_layer(n).output for n in
+            ("head", "head_dist")])`. Needs `pooling="token"` and the top.
+            Defaults to `False`.
+        mlp: The blocks' MLP: `"gelu"` (default) or `"swiglu"` (DINOv2-g;
+            `mlp_dim` is then the width after the gate).
         weights: A pretrained tag or a checkpoint path, loaded with
             `keras_vit.weights.load_weights` (position embeddings resampled
             to `image_size`, head replaced when `num_classes` differs).
@@ -117,7 +158,9 @@ def ViT(  # noqa: N802
     Reference:
     - [Dosovitskiy et al., 2021](https://arxiv.org/abs/2010.11929).
     """
-    spec = parse_variant(variant, backbone)
+    spec = (
+        variant if isinstance(variant, ModelSpec) else parse_variant(variant, backbone)
+    )
     if patch_size is not None:
         spec = with_patch_size(spec, patch_size)
     image_size = to_pair(image_size, "image_size")
@@ -125,6 +168,10 @@ def ViT(  # noqa: N802
     _check_arguments(
         include_top, pooling, class_token, channels, num_classes, representation_size
     )
+    _check_family_arguments(
+        num_registers, fc_norm, pooling, distillation, include_top,
+        representation_size, classifier_activation, class_token,
+    )  # fmt: skip
     if dynamic_image_pad and not dynamic_image_size:
         raise ValueError("`dynamic_image_pad=True` needs `dynamic_image_size=True`.")
     resolve_method(position_resample, None)  # validates
@@ -134,9 +181,7 @@ def ViT(  # noqa: N802
     images = keras.Input((*input_size, channels), name=names.INPUT)
     x = images
     if include_preprocessing:
-        x = keras.layers.Rescaling(
-            1 / 127.5, offset=-1.0, name=names.PREPROCESSING
-        )(x)
+        x = keras.layers.Rescaling(1 / 127.5, offset=-1.0, name=names.PREPROCESSING)(x)
     if dynamic_image_pad:
         x = PadToMultiple(spec.total_stride, name=names.PADDING)(x)
     x, grid_source = patch_tokens(x, spec, return_grid_source=True)  # (B, N, D)
@@ -151,10 +196,33 @@ def ViT(  # noqa: N802
         gelu_approximate=gelu_approximate,
         grid_source=grid_source if dynamic_image_size else None,
         resample_method=position_resample,
+        distillation=distillation,
+        num_registers=int(num_registers),
+        no_embed_class=no_embed_class,
+        layer_scale_init=layer_scale_init,
+        qk_norm=qk_norm,
+        mlp=mlp,
+        final_norm=not fc_norm,
     )  # (B, prefix + N, D)
 
+    prefix = int(class_token) + int(distillation) + int(num_registers)
+    tokens = x
+    if pooling == "map":
+        size = spec.variant
+        x = MAPHead(
+            size.num_heads,
+            size.mlp_dim,
+            prefix,
+            gelu_approximate=gelu_approximate,
+            name=names.POOL,
+        )(x)  # (B, D)
+    elif pooling is not None:
+        x = TokenPooling(pooling, prefix, name=names.POOL)(x)  # (B, D)
     if pooling is not None:
-        x = TokenPooling(pooling, int(class_token), name=names.POOL)(x)  # (B, D)
+        if fc_norm:
+            x = keras.layers.LayerNormalization(
+                epsilon=LAYER_NORM_EPSILON, name=names.FC_NORM
+            )(x)
         if representation_size is not None:
             x = keras.layers.Dense(
                 representation_size, activation="tanh", name=names.PRE_LOGITS
@@ -170,6 +238,8 @@ def ViT(  # noqa: N802
             dtype="float32" if policy.compute_dtype != "float32" else None,
             name=names.HEAD,
         )(x)
+    if distillation:
+        x = _distilled_logits(x, tokens, prefix, num_classes, policy)
     model = keras.Model(images, x, name=name or spec.name)
     if weights is not None:
         from keras_vit.weights import load_weights
@@ -182,6 +252,52 @@ def ViT(  # noqa: N802
             tag_variant=variant if resized else None,
         )
     return model
+
+
+def _distilled_logits(logits, tokens, prefix, num_classes, policy):
+    """DeiT: a head on the distillation token (token 1), averaged with `head`."""
+    dist = TokenPooling("token", prefix, index=1, name=names.DIST_POOL)(tokens)
+    dist = keras.layers.Dense(
+        num_classes,
+        kernel_initializer="zeros",
+        bias_initializer="zeros",
+        dtype="float32" if policy.compute_dtype != "float32" else None,
+        name=names.HEAD_DIST,
+    )(dist)  # (B, K)
+    return keras.layers.Average(name=names.DISTILLED_LOGITS)([logits, dist])
+
+
+def _check_family_arguments(
+    num_registers,
+    fc_norm,
+    pooling,
+    distillation,
+    include_top,
+    representation_size,
+    classifier_activation,
+    class_token,
+):
+    if isinstance(num_registers, bool) or not isinstance(
+        num_registers, numbers.Integral
+    ):
+        raise ValueError(
+            f"`num_registers` must be an integer >= 0. Received: {num_registers!r}"
+        )
+    if num_registers < 0:
+        raise ValueError(
+            f"`num_registers` must be an integer >= 0. Received: {num_registers!r}"
+        )
+    if fc_norm and pooling is None:
+        raise ValueError("`fc_norm=True` normalises the pooled output: set `pooling`.")
+    if distillation and not (
+        class_token and pooling == "token" and include_top
+        and representation_size is None and classifier_activation is None
+    ):  # fmt: skip
+        raise ValueError(
+            "`distillation=True` needs class_token=True, pooling='token', "
+            "include_top=True, no representation_size and no "
+            "classifier_activation (the two heads' logits are averaged)."
+        )
 
 
 def with_patch_size(spec: ModelSpec, patch_size: int) -> ModelSpec:
@@ -203,14 +319,16 @@ def with_patch_size(spec: ModelSpec, patch_size: int) -> ModelSpec:
 def _check_arguments(
     include_top, pooling, class_token, channels, num_classes, representation_size
 ):
-    if pooling not in ("token", "gap", None):
+    if pooling not in ("token", "gap", "map", None):
         raise ValueError(
-            f"`pooling` must be 'token', 'gap' or None. Received: pooling={pooling!r}"
+            "`pooling` must be 'token', 'gap', 'map' or None. "
+            f"Received: pooling={pooling!r}"
         )
     if include_top and not _positive_int(num_classes):
         raise ValueError(
             "`num_classes` must be a positive integer when `include_top=True` "
-            f"(use include_top=False for no head). Received: num_classes={num_classes!r}"
+            "(use include_top=False for no head). "
+            f"Received: num_classes={num_classes!r}"
         )
     if representation_size is not None and not _positive_int(representation_size):
         raise ValueError(
@@ -219,8 +337,7 @@ def _check_arguments(
         )
     if pooling is None and include_top:
         raise ValueError(
-            "`pooling=None` returns the token sequence and needs "
-            "`include_top=False`."
+            "`pooling=None` returns the token sequence and needs `include_top=False`."
         )
     if pooling == "token" and not class_token:
         raise ValueError(
@@ -234,7 +351,11 @@ def _check_arguments(
 
 
 def _positive_int(value) -> bool:
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool) and value > 0
+    return (
+        isinstance(value, numbers.Integral)
+        and not isinstance(value, bool)
+        and value > 0
+    )
 
 
 _DOC = """Builds {title}: `keras_vit.ViT("{variant}", **kwargs)`.

@@ -7,30 +7,67 @@ The pieces `recipes/train.py` assembles:
 - `WarmupDecay`, `make_optimizer`: the paper's AdamW (pre-training) and
   SGD-momentum (fine-tuning) with warm-up, decay, clipping and EMA.
 - `training_callbacks`, `TrainingMonitor`, `ReseedEachEpoch`,
-  `resume_epoch`: checkpoints, fault tolerance and TensorBoard.
-- `load_encoder_weights`: initialise a model from our own saved models.
+  `DivergenceGuard`, `CrashSafeBackup`, `latest_backup`, `resume_epoch`:
+  crash-safe checkpoints and backups, fault tolerance and TensorBoard;
+  `atomic`: files written whole or not at all.
 - `prepare_multi_worker_fit`: Keras 3 work-arounds for `model.fit` under
   `MultiWorkerMirroredStrategy`.
 
 TensorFlow only (like `keras_vit.data`); not imported by `import keras_vit`.
 """
 
-from keras_vit.training.callbacks import (
-    ReseedEachEpoch,
-    resume_epoch,
-    training_callbacks,
-)
+from keras_vit.training import atomic
+from keras_vit.training.backup import BackupState
+from keras_vit.training.backup import CrashSafeBackup
+from keras_vit.training.backup import latest_backup
+from keras_vit.training.backup import resume_epoch
+from keras_vit.training.callbacks import AtomicCheckpoint
+from keras_vit.training.callbacks import AtomicCSVLogger
+from keras_vit.training.callbacks import DivergenceGuard
+from keras_vit.training.callbacks import ReseedEachEpoch
+from keras_vit.training.callbacks import StepsPerSecond
+from keras_vit.training.callbacks import training_callbacks
 from keras_vit.training.compat import prepare_multi_worker_fit
-from keras_vit.training.monitor import TrainingMonitor, class_token_attention
-from keras_vit.training.optimizers import NO_WEIGHT_DECAY, OPTIMIZERS, make_optimizer
-from keras_vit.training.precision import precision_policy, set_precision
+from keras_vit.training.monitor import TrainingMonitor
+from keras_vit.training.monitor import class_token_attention
+from keras_vit.training.optimizers import NO_WEIGHT_DECAY
+from keras_vit.training.optimizers import OPTIMIZERS
+from keras_vit.training.optimizers import make_optimizer
+from keras_vit.training.precision import precision_policy
+from keras_vit.training.precision import set_precision
 from keras_vit.training.schedules import WarmupDecay
-from keras_vit.training.strategy import (
-    STRATEGIES,
-    describe,
-    is_chief,
-    num_workers,
-    select_strategy,
-    task_name,
-)
-from keras_vit.training.transfer import TransferReport, load_encoder_weights
+from keras_vit.training.strategy import STRATEGIES
+from keras_vit.training.strategy import describe
+from keras_vit.training.strategy import is_chief
+from keras_vit.training.strategy import num_workers
+from keras_vit.training.strategy import select_strategy
+from keras_vit.training.strategy import task_name
+
+__all__ = [
+    "atomic",
+    "BackupState",
+    "CrashSafeBackup",
+    "latest_backup",
+    "resume_epoch",
+    "AtomicCheckpoint",
+    "AtomicCSVLogger",
+    "DivergenceGuard",
+    "ReseedEachEpoch",
+    "StepsPerSecond",
+    "training_callbacks",
+    "prepare_multi_worker_fit",
+    "TrainingMonitor",
+    "class_token_attention",
+    "NO_WEIGHT_DECAY",
+    "OPTIMIZERS",
+    "make_optimizer",
+    "precision_policy",
+    "set_precision",
+    "WarmupDecay",
+    "STRATEGIES",
+    "describe",
+    "is_chief",
+    "num_workers",
+    "select_strategy",
+    "task_name",
+]

@@ -4,17 +4,20 @@
 
 | callback | writes | runs on |
 |---|---|---|
-| `ReseedEachEpoch` | - | all workers |
-| `BackupAndRestore` | `backup/` (non-chief: `backup_<task>/`), removed at the end | all |
+| `DivergenceGuard` | - (stops at a non-finite loss, records where) | all workers |
+| `ReseedEachEpoch` | - | all |
+| `CrashSafeBackup` | `backup/` (others: `backup_<task>/`), removed at the end | all |
 | `SwapEMAWeights` (with EMA) | - | all |
 | metric callbacks (e.g. few-shot) | entries in the epoch logs | all |
-| `ModelCheckpoint` x2 | `checkpoints/best.keras`, `checkpoints/last.keras` | chief |
-| `TerminateOnNaN` | - | all |
-| `CSVLogger` | `metrics.csv` (appended on resume) | chief |
+| `StepsPerSecond` | `steps_per_second` in the epoch logs | all |
+| `AtomicCheckpoint` x2 | `checkpoints/best.keras`, `checkpoints/last.keras` | chief |
+| `AtomicCSVLogger` | `metrics.csv` (continued on resume) | chief |
 | `TensorBoard` | `tensorboard/{train,validation}` | chief |
 | `TrainingMonitor` | `tensorboard/train` | chief |
 
-The progress bar is `model.fit`'s own (`verbose=1`).
+Every file is written whole or not at all (`keras_vit.training.atomic`),
+and nothing is written once the guard has fired: a diverged run keeps its
+last finite backup and checkpoints. The progress bar is `model.fit`'s own.
 
 Order matters at the end of an epoch: the backup is written before
 `SwapEMAWeights` puts the averaged weights into the model, so it holds the
@@ -23,14 +26,18 @@ raw training state, while the checkpoints after it hold the averaged weights.
 
 from __future__ import annotations
 
-import json
+import math
 import os
+import time
 
 import keras
 
+from keras_vit.training import atomic
+from keras_vit.training.backup import CrashSafeBackup
+from keras_vit.training.backup import backup_dir_of
+from keras_vit.training.backup import resume_epoch  # noqa: F401  (re-exported)
 from keras_vit.training.monitor import TrainingMonitor
 
-BACKUP_METADATA = "training_metadata.json"
 # Epoch `e` runs each generator from seed `initial + e * stride`, a stream
 # disjoint from every other epoch's.
 _EPOCH_SEED_STRIDE = 1_000_003
@@ -70,17 +77,154 @@ class ReseedEachEpoch(keras.callbacks.Callback):
             variable.assign(state)
 
 
-def resume_epoch(backup_dir: str) -> int:
-    """The epoch a run backed up in `backup_dir` will resume from (0 if none).
+class DivergenceGuard(keras.callbacks.Callback):
+    """Stops training at the first non-finite loss and records where.
 
-    Reads the metadata that `keras.callbacks.BackupAndRestore` writes next
-    to its checkpoint, so that the input pipeline can start at that epoch.
+    After it fires, `diverged` is `{"epoch": e, "step": s, "loss": "nan"}`
+    (1-based epoch and step) and `finished_epochs` the number of epochs
+    that ended with finite weights; the crash-safe writers then write
+    nothing more.
+
+    Example:
+
+    ```python
+    guard = DivergenceGuard()
+    model.fit(dataset, epochs=10, callbacks=[guard])
+    if guard.diverged:
+        raise SystemExit(f"diverged: {guard.diverged}")
+    ```
     """
-    path = os.path.join(backup_dir, BACKUP_METADATA)
-    if not os.path.exists(path):
-        return 0
-    with open(path) as f:
-        return int(json.load(f)["epoch"])
+
+    def __init__(self):
+        super().__init__()
+        self.diverged = None
+        self.finished_epochs = 0
+        self._epoch = 0
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._epoch = epoch
+        self.finished_epochs = epoch
+
+    def on_train_batch_end(self, batch, logs=None):
+        self._check(batch + 1, logs)
+
+    def on_epoch_end(self, epoch, logs=None):
+        self._check(self.params.get("steps") or 0, logs)
+        if not self.diverged:
+            self.finished_epochs = epoch + 1
+
+    def _check(self, step, logs):
+        loss = (logs or {}).get("loss")
+        if self.diverged or loss is None or math.isfinite(float(loss)):
+            return
+        self.diverged = {
+            "epoch": self._epoch + 1,
+            "step": step,
+            "loss": str(float(loss)),
+        }
+        self.model.stop_training = True
+
+
+class StepsPerSecond(keras.callbacks.Callback):
+    """Adds `steps_per_second` (training steps, validation excluded) to the
+    epoch logs, so that `TensorBoard` and `CSVLogger` record it.
+
+    Example:
+
+    ```python
+    model.fit(dataset, epochs=3, callbacks=[StepsPerSecond(), TensorBoard(d)])
+    ```
+    """
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._start, self._steps, self._end = time.perf_counter(), 0, None
+
+    def on_train_batch_end(self, batch, logs=None):
+        self._steps = batch + 1
+        self._end = time.perf_counter()
+
+    def on_epoch_end(self, epoch, logs=None):
+        if logs is not None and self._end is not None and self._end > self._start:
+            logs["steps_per_second"] = self._steps / (self._end - self._start)
+
+
+class AtomicCheckpoint(keras.callbacks.Callback):
+    """`model.save(path)` at the end of each epoch, written whole or not at all.
+
+    Args:
+        path: A `.keras` file.
+        monitor: With `None` (default), saves every epoch; else saves only
+            when this log entry improves (higher for names with "acc", lower
+            otherwise, as Keras's `ModelCheckpoint` decides).
+        guard: A `DivergenceGuard`; nothing is saved once it has fired.
+
+    Example:
+
+    ```python
+    AtomicCheckpoint("runs/x/checkpoints/best.keras", monitor="val_accuracy")
+    ```
+    """
+
+    def __init__(self, path: str, monitor: str | None = None, guard=None):
+        super().__init__()
+        self.path, self.monitor, self.guard = path, monitor, guard
+        self._higher = monitor is not None and "acc" in monitor
+        self._best = None
+
+    def on_epoch_end(self, epoch, logs=None):
+        if self.guard is not None and self.guard.diverged:
+            return
+        if self.monitor is not None:
+            value = (logs or {}).get(self.monitor)
+            if value is None or not math.isfinite(float(value)):
+                return
+            value = float(value)
+            if self._best is not None and (
+                value <= self._best if self._higher else value >= self._best
+            ):
+                return
+            self._best = value
+        atomic.save_model(self.model, self.path)
+
+
+class AtomicCSVLogger(keras.callbacks.Callback):
+    """One CSV row per epoch; the whole file is rewritten atomically.
+
+    On a resumed run, rows of the epochs about to be redone are dropped first,
+    so the file holds each epoch once.
+
+    Example:
+
+    ```python
+    model.fit(dataset, epochs=3, callbacks=[AtomicCSVLogger("runs/x/metrics.csv")])
+    ```
+    """
+
+    def __init__(self, path: str):
+        super().__init__()
+        self.path = path
+        self._rows = None
+        self._keys = None
+
+    def on_epoch_begin(self, epoch, logs=None):
+        if self._rows is not None:
+            return
+        self._rows = []
+        if os.path.exists(self.path):
+            with open(self.path, encoding="utf-8") as f:
+                lines = f.read().splitlines()
+            if lines:
+                self._keys = lines[0].split(",")[1:]
+                self._rows = [line for line in lines[1:] if _epoch_of(line) < epoch]
+
+    def on_epoch_end(self, epoch, logs=None):
+        logs = logs or {}
+        if self._keys is None:
+            self._keys = sorted(logs)
+        values = [_format(logs.get(key, "")) for key in self._keys]
+        self._rows.append(",".join([str(epoch), *values]))
+        header = ",".join(["epoch", *self._keys])
+        atomic.write_text(self.path, "\n".join([header, *self._rows]) + "\n")
 
 
 def training_callbacks(
@@ -94,6 +238,8 @@ def training_callbacks(
     profile_batch: int | tuple[int, int] = 0,
     training_monitor: TrainingMonitor | None = None,
     metric_callbacks: list[keras.callbacks.Callback] = (),
+    fingerprint: dict | None = None,
+    guard: DivergenceGuard | None = None,
 ) -> list[keras.callbacks.Callback]:
     """The callbacks of a run writing into `workdir` (see the module table).
 
@@ -114,34 +260,33 @@ def training_callbacks(
             (e.g. `keras_vit.fewshot.FewShotCallback`); placed after the EMA
             swap and before the checkpoints and loggers that read the logs.
             Run on every worker.
+        fingerprint: Stored with each backup (see `CrashSafeBackup`).
+        guard: The run's `DivergenceGuard` (a new one by default); read
+            `guard.diverged` after `model.fit`.
 
     Returns:
         A list of callbacks for `model.fit`.
     """
-    backup = os.path.join(workdir, "backup" if chief else f"backup_{task}")
+    guard = guard or DivergenceGuard()
+    backup = backup_dir_of(workdir, chief, task)
     callbacks = [
+        guard,
         ReseedEachEpoch(),
-        keras.callbacks.BackupAndRestore(backup, save_freq="epoch"),
+        CrashSafeBackup(backup, fingerprint=fingerprint, guard=guard),
     ]
     if ema:
         callbacks.append(keras.callbacks.SwapEMAWeights(swap_on_epoch=True))
-    callbacks += list(metric_callbacks)
+    callbacks += [*metric_callbacks, StepsPerSecond()]
     if chief:
         checkpoints = os.path.join(workdir, "checkpoints")
+        atomic.remove_partials(checkpoints)
+        atomic.remove_partials(workdir)
         callbacks += [
-            keras.callbacks.ModelCheckpoint(
-                os.path.join(checkpoints, "best.keras"),
-                monitor=monitor,
-                save_best_only=True,
+            AtomicCheckpoint(
+                os.path.join(checkpoints, "best.keras"), monitor=monitor, guard=guard
             ),
-            keras.callbacks.ModelCheckpoint(os.path.join(checkpoints, "last.keras")),
-        ]
-    callbacks.append(keras.callbacks.TerminateOnNaN())
-    if chief:
-        callbacks += [
-            keras.callbacks.CSVLogger(
-                os.path.join(workdir, "metrics.csv"), append=True
-            ),
+            AtomicCheckpoint(os.path.join(checkpoints, "last.keras"), guard=guard),
+            AtomicCSVLogger(os.path.join(workdir, "metrics.csv")),
             keras.callbacks.TensorBoard(
                 os.path.join(workdir, "tensorboard"),
                 update_freq=update_freq,
@@ -151,3 +296,19 @@ def training_callbacks(
         if training_monitor is not None:
             callbacks.append(training_monitor)
     return callbacks
+
+
+def _epoch_of(line: str) -> int:
+    try:
+        return int(line.split(",", 1)[0])
+    except ValueError:
+        return -1
+
+
+def _format(value) -> str:
+    if isinstance(value, str):
+        return value
+    try:
+        return repr(float(value))
+    except (TypeError, ValueError):
+        return str(value)

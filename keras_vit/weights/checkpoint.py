@@ -46,6 +46,7 @@ _OWN_VARIABLES = {
     names.CLASS_TOKEN: ("token",),
     names.PRE_LOGITS: ("kernel", "bias"),
     names.HEAD: ("kernel", "bias"),
+    names.HEAD_DIST: ("kernel", "bias"),
     names.MASKED_PATCH_HEAD: ("kernel", "bias"),
     names.PATCH_CORRUPTION: ("mask_token",),
 }
@@ -109,12 +110,17 @@ def read_checkpoint(
         return from_keras_file(path, model)
     if _sniff(path) == "npz":
         return Checkpoint(npz.read_npz(path), source=path)
+    params = _from_safetensors(path, layout)
+    return Checkpoint(npz.normalize(params), source=path)
+
+
+def _from_safetensors(path: str, layout: dict) -> dict:
+    """A timm or Hugging Face `.safetensors` file in the original layout."""
     tensors = safetensors.read_safetensors(path)
     num_heads = next(
         (t.shape[1] for k, t in layout.items() if k.endswith("/query/kernel")), None
     )
-    params = safetensors.to_original_layout(tensors, num_heads)
-    return Checkpoint(npz.normalize(params), source=path)
+    return safetensors.to_original_layout(tensors, num_heads)
 
 
 def _from_tag(tag: str, layout: dict, cache_dir, variant=None) -> Checkpoint:
@@ -123,8 +129,12 @@ def _from_tag(tag: str, layout: dict, cache_dir, variant=None) -> Checkpoint:
     entry = registry.find(tag, variant)
     stride = parse_variant(entry.variant).total_stride
     file = registry.fetch(entry, cache_dir)
+    if _sniff(file) == "safetensors":
+        params = npz.normalize(_from_safetensors(file, layout))
+    else:
+        params = npz.read_npz(file)
     return Checkpoint(
-        npz.read_npz(file),
+        params,
         grid_size=(entry.image_size // stride,) * 2,  # the files' grids are square
         source=file,
         notes=[f"Loaded {entry.tag!r} from {file}."],
@@ -223,7 +233,9 @@ def from_keras_file(path: str, model: keras.Model) -> Checkpoint:
         elif name in _OWN_VARIABLES and len(entries[0].values) == len(
             _OWN_VARIABLES[name]
         ):
-            for variable, value in zip(_OWN_VARIABLES[name], entries[0].values):
+            for variable, value in zip(
+                _OWN_VARIABLES[name], entries[0].values, strict=True
+            ):
                 values[f"{name}/{variable}"] = value
         else:
             for index, value in enumerate(entries[0].values):
@@ -292,7 +304,11 @@ def _checkpoint_from_paths(values, grid, source, notes=None) -> Checkpoint:
     params, unmapped = npz.to_checkpoint(values)
     notes = list(notes or [])
     left_out = sorted(
-        {p.split("/")[0] for p in unmapped if p.split("/")[0] in names.PRETRAINING_LAYERS}
+        {
+            p.split("/")[0]
+            for p in unmapped
+            if p.split("/")[0] in names.PRETRAINING_LAYERS
+        }
     )
     if left_out:
         notes.append(f"Left out the pre-training layers {left_out} of {source}.")

@@ -25,6 +25,7 @@ from keras_vit.weights.architecture import describe
 from keras_vit.weights.architecture import differences
 from keras_vit.weights.errors import CheckpointError
 from keras_vit.weights.errors import VariantMismatchError
+from keras_vit.weights.npz import DIST_HEAD_KEYS
 from keras_vit.weights.npz import EMBEDDING_KEY
 from keras_vit.weights.npz import HEAD_KEYS
 from keras_vit.weights.npz import POSEMB_KEY
@@ -90,15 +91,15 @@ def _check_variant(model_arch, ckpt_arch, layout, params):
     )
 
 
-def _posemb(params, target, model, method, align_corners, grid_size, notes):
+def _posemb(params, layout, model, method, align_corners, grid_size, notes):
     """The checkpoint's position embedding, resampled to the model's grid."""
-    table = params[POSEMB_KEY]
+    table, target = params[POSEMB_KEY], layout[POSEMB_KEY]
     if tuple(table.shape) == target.shape:
         return table
     layer = model.get_layer(target.path.split("/")[0])
-    prefix = layer.num_prefix_tokens
+    prefix = layer.num_prefix_tokens  # table rows before the grid
     if (
-        int("cls" in params) != prefix  # class token in one only: reported
+        any((t in params) != (t in layout) for t in ("cls", "dist"))  # reported
         or table.ndim != 3
         or table.shape[0] != 1
         or table.shape[2] != target.shape[2]
@@ -109,10 +110,16 @@ def _posemb(params, target, model, method, align_corners, grid_size, notes):
     if grid_size is None:
         side = math.isqrt(num_patches)
         if side * side != num_patches:
+            hint = "pass `checkpoint_grid_size=(h, w)`"
+            if prefix and math.isqrt(table.shape[1]) ** 2 == table.shape[1]:
+                hint += (
+                    ", or, for a table without a class-token row (DeiT III, "
+                    "DINOv2, SigLIP), build the model with `no_embed_class=True`"
+                )
             raise CheckpointError(
                 f"{POSEMB_KEY!r} has shape {_shape(table.shape)} and the model "
                 f"needs {_shape(target.shape)}, but {num_patches} positions do "
-                "not form a square grid: pass `checkpoint_grid_size=(h, w)`.",
+                f"not form a square grid: {hint}.",
                 mismatched={POSEMB_KEY: (tuple(table.shape), target.shape)},
             )
         grid_size = (side, side)
@@ -198,12 +205,14 @@ def plan_load(
     skip = {k for k in PRE_LOGITS_KEYS if pre_logits_dropped and k in params}
     zero, head_notes = _head_rule(layout, params, pre_logits_dropped)
     notes += head_notes
+    if zero:  # a distilled model's second head follows the first
+        zero.update(k for k in DIST_HEAD_KEYS if k in layout)
     if zero or HEAD_KEYS[0] not in layout:
-        skip.update(k for k in HEAD_KEYS if k in params)
+        skip.update(k for k in HEAD_KEYS + DIST_HEAD_KEYS if k in params)
     if POSEMB_KEY in layout and POSEMB_KEY in params:
         table = _posemb(
             params,
-            layout[POSEMB_KEY],
+            layout,
             model,
             resample_method,
             align_corners,

@@ -34,6 +34,9 @@ _POSEMB = names.POSEMB
 _NORM = names.ENCODER_NORM
 _PRE_LOGITS = names.PRE_LOGITS
 _HEAD = names.HEAD
+_MAP = "MAPHead_0"
+_MAP_MHA = _MAP + "/MultiHeadDotProductAttention_0"
+_POOL = names.POOL
 
 # One row per weight: (checkpoint key template, variable path template, part).
 # `part` is None for a one-to-one copy, or `(axis, index)` when several
@@ -43,6 +46,8 @@ RENAMES = (
     ("embedding/kernel", _EMBEDDING + "/kernel", None),
     ("embedding/bias", _EMBEDDING + "/bias", None),
     ("cls", names.CLASS_TOKEN + "/token", None),
+    ("dist", names.DIST_TOKEN + "/token", None),
+    ("reg", names.REGISTER_TOKENS + "/tokens", None),
     ("Transformer/posembed_input/pos_embedding", _POSEMB + "/embedding", None),
     (_BLOCK + "/LayerNorm_0/scale", _OURS + "/norm_1/gamma", None),
     (_BLOCK + "/LayerNorm_0/bias", _OURS + "/norm_1/beta", None),
@@ -54,6 +59,12 @@ RENAMES = (
     (_MHA + "/value/bias", _OURS + "/attention/qkv_bias", (0, 2)),
     (_MHA + "/out/kernel", _OURS + "/attention/out_kernel", None),
     (_MHA + "/out/bias", _OURS + "/attention/out_bias", None),
+    (_MHA + "/query_norm/scale", _OURS + "/attention/query_norm/gamma", None),
+    (_MHA + "/query_norm/bias", _OURS + "/attention/query_norm/beta", None),
+    (_MHA + "/key_norm/scale", _OURS + "/attention/key_norm/gamma", None),
+    (_MHA + "/key_norm/bias", _OURS + "/attention/key_norm/beta", None),
+    (_BLOCK + "/LayerScale_0/scale", _OURS + "/layer_scale_1/gamma", None),
+    (_BLOCK + "/LayerScale_1/scale", _OURS + "/layer_scale_2/gamma", None),
     (_BLOCK + "/LayerNorm_2/scale", _OURS + "/norm_2/gamma", None),
     (_BLOCK + "/LayerNorm_2/bias", _OURS + "/norm_2/beta", None),
     (_MLP + "/Dense_0/kernel", _OURS + "/mlp_dense_1/kernel", None),
@@ -66,6 +77,27 @@ RENAMES = (
     ("pre_logits/bias", _PRE_LOGITS + "/bias", None),
     ("head/kernel", _HEAD + "/kernel", None),
     ("head/bias", _HEAD + "/bias", None),
+    # Newer families: timm's `fc_norm`, DeiT's distillation head, and the
+    # attention-pooling head (big_vision's `MAPHead` keys).
+    ("fc_norm/scale", names.FC_NORM + "/gamma", None),
+    ("fc_norm/bias", names.FC_NORM + "/beta", None),
+    ("head_dist/kernel", names.HEAD_DIST + "/kernel", None),
+    ("head_dist/bias", names.HEAD_DIST + "/bias", None),
+    (_MAP + "/probe", _POOL + "/probe", None),
+    (_MAP_MHA + "/query/kernel", _POOL + "/query_kernel", None),
+    (_MAP_MHA + "/query/bias", _POOL + "/query_bias", None),
+    (_MAP_MHA + "/key/kernel", _POOL + "/kv_kernel", (1, 0)),
+    (_MAP_MHA + "/value/kernel", _POOL + "/kv_kernel", (1, 1)),
+    (_MAP_MHA + "/key/bias", _POOL + "/kv_bias", (0, 0)),
+    (_MAP_MHA + "/value/bias", _POOL + "/kv_bias", (0, 1)),
+    (_MAP_MHA + "/out/kernel", _POOL + "/out_kernel", None),
+    (_MAP_MHA + "/out/bias", _POOL + "/out_bias", None),
+    (_MAP + "/LayerNorm_0/scale", _POOL + "/norm/gamma", None),
+    (_MAP + "/LayerNorm_0/bias", _POOL + "/norm/beta", None),
+    (_MAP + "/MlpBlock_0/Dense_0/kernel", _POOL + "/mlp_dense_1/kernel", None),
+    (_MAP + "/MlpBlock_0/Dense_0/bias", _POOL + "/mlp_dense_1/bias", None),
+    (_MAP + "/MlpBlock_0/Dense_1/kernel", _POOL + "/mlp_dense_2/kernel", None),
+    (_MAP + "/MlpBlock_0/Dense_1/bias", _POOL + "/mlp_dense_2/bias", None),
     # The BiT ResNet of the hybrids: `block1/unit1/conv1` -> `block1_unit1_conv1`.
     ("conv_root/kernel", "conv_root/kernel", None),
     ("gn_root/scale", "gn_root/gamma", None),
@@ -86,6 +118,7 @@ _PLACEHOLDERS = {
 POSEMB_KEY = "Transformer/posembed_input/pos_embedding"
 EMBEDDING_KEY = "embedding/kernel"
 HEAD_KEYS = ("head/kernel", "head/bias")
+DIST_HEAD_KEYS = ("head_dist/kernel", "head_dist/bias")
 PRE_LOGITS_KEYS = ("pre_logits/kernel", "pre_logits/bias")
 
 

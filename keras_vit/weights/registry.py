@@ -12,6 +12,19 @@ bucket of google-research/vision_transformer:
   "How to train your ViT?" (AugReg) checkpoints, pre-trained on
   ImageNet-21k, and fine-tuned on ImageNet-1k at 224 or 384 px.
 
+The newer families' checkpoints are timm's `.safetensors` files on the
+Hugging Face hub (`https://huggingface.co/timm/<name>`), as listed in
+timm's `default_cfgs` (timm 1.0.31):
+
+- `deit3_in1k`, `deit3_in21k_ft_in1k`: DeiT III S/B/L at /16, 224 px
+  (`deit3_*_patch16_224.fb_in1k`, `.fb_in22k_ft_in1k`); build the model
+  with `keras_vit.models.DeiT3_*`.
+- `dinov2_lvd142m`: DINOv2 with 4 registers, S/B/L/g at /14, 518 px, no
+  head (`vit_*_patch14_reg4_dinov2.lvd142m`); `keras_vit.models.DINOv2_*`.
+- `siglip_webli`, `siglip_v2_webli`: SigLIP (v1, v2) image towers, B/16
+  and So400m/14 at 224 px, no head (`vit_*_siglip_224.webli`,
+  `.v2_webli`); `keras_vit.models.SigLIP_*`.
+
 A file is looked up in the Keras cache (`$KERAS_HOME/keras_vit/`, by
 default `~/.keras/keras_vit/`), downloaded there with
 `keras.utils.get_file` when it is missing, and when that fails (offline)
@@ -29,6 +42,7 @@ import keras
 from keras_vit.weights.errors import WeightsNotFoundError
 
 BASE_URL = "https://storage.googleapis.com/vit_models"
+HF_URL = "https://huggingface.co"
 CACHE_SUBDIR = "keras_vit"
 IMAGENET21K_CLASSES = 21843
 IMAGENET1K_CLASSES = 1000
@@ -134,6 +148,42 @@ _AUGREG_EXTRA = (
 )  # fmt: skip
 
 
+# timm checkpoints of the newer families: (tag, variant, timm name with its
+# pretrained tag, resolution, classes). Each is the hub repository
+# `timm/<name>` holding `model.safetensors`.
+_TIMM_FAMILIES = (
+    ("deit3_in1k", "S/16", "deit3_small_patch16_224.fb_in1k", 224, 1000),
+    ("deit3_in1k", "B/16", "deit3_base_patch16_224.fb_in1k", 224, 1000),
+    ("deit3_in1k", "L/16", "deit3_large_patch16_224.fb_in1k", 224, 1000),
+    ("deit3_in21k_ft_in1k", "S/16", "deit3_small_patch16_224.fb_in22k_ft_in1k",
+     224, 1000),
+    ("deit3_in21k_ft_in1k", "B/16", "deit3_base_patch16_224.fb_in22k_ft_in1k",
+     224, 1000),
+    ("deit3_in21k_ft_in1k", "L/16", "deit3_large_patch16_224.fb_in22k_ft_in1k",
+     224, 1000),
+    ("dinov2_lvd142m", "S/14", "vit_small_patch14_reg4_dinov2.lvd142m", 518, 0),
+    ("dinov2_lvd142m", "B/14", "vit_base_patch14_reg4_dinov2.lvd142m", 518, 0),
+    ("dinov2_lvd142m", "L/14", "vit_large_patch14_reg4_dinov2.lvd142m", 518, 0),
+    ("dinov2_lvd142m", "g/14", "vit_giant_patch14_reg4_dinov2.lvd142m", 518, 0),
+    ("siglip_webli", "B/16", "vit_base_patch16_siglip_224.webli", 224, 0),
+    ("siglip_webli", "So400m/14", "vit_so400m_patch14_siglip_224.webli", 224, 0),
+    ("siglip_v2_webli", "B/16", "vit_base_patch16_siglip_224.v2_webli", 224, 0),
+    ("siglip_v2_webli", "So400m/14", "vit_so400m_patch14_siglip_224.v2_webli",
+     224, 0),
+)  # fmt: skip
+
+
+def _timm(tag, variant, name, image_size, num_classes):
+    return PretrainedWeights(
+        tag=tag,
+        variant=variant,
+        file_name=f"timm_{name}.safetensors",
+        url=f"{HF_URL}/timm/{name}/resolve/main/model.safetensors",
+        image_size=image_size,
+        num_classes=num_classes,
+    )
+
+
 def _build_table() -> tuple[PretrainedWeights, ...]:
     table = []
     # The paper's checkpoints: (variant, file stem, pre-logits width).
@@ -193,6 +243,8 @@ def _build_table() -> tuple[PretrainedWeights, ...]:
             )
     for tag, variant, name, image_size, classes in _AUGREG_EXTRA:
         table.append(_augreg(tag, variant, name, image_size, classes))
+    for row in _TIMM_FAMILIES:
+        table.append(_timm(*row))
     return tuple(table)
 
 
@@ -275,7 +327,7 @@ def fetch(entry: PretrainedWeights, cache_dir: str | os.PathLike | None = None) 
         cache_dir: Overrides the cache root (see `cache_directory`).
 
     Returns:
-        The path to the `.npz` file.
+        The path to the `.npz` (or timm `.safetensors`) file.
 
     Raises:
         WeightsNotFoundError: when the file is not cached and the download

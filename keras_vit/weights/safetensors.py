@@ -159,6 +159,9 @@ _MHA = _BLOCK + "/MultiHeadDotProductAttention_1"
 _LN0, _LN2 = _BLOCK + "/LayerNorm_0", _BLOCK + "/LayerNorm_2"
 _FC0, _FC1 = _BLOCK + "/MlpBlock_3/Dense_0", _BLOCK + "/MlpBlock_3/Dense_1"
 _UNIT = "block{s}/unit{u}"
+_MAP = "MAPHead_0"
+_MAP_MHA = _MAP + "/MultiHeadDotProductAttention_0"
+_AP = r"attn_pool\."
 
 # timm `VisionTransformer` (and its hybrid `HybridEmbed` + `ResNetV2`).
 # (regex, original-layout key template, conversion)
@@ -167,6 +170,8 @@ _R = r"patch_embed\.backbone\."
 _S = _R + r"stages\.(?P<s>\d+)\.blocks\.(?P<u>\d+)\."
 _TIMM = (
     (r"cls_token", "cls", None),
+    (r"dist_token", "dist", None),
+    (r"reg_token", "reg", None),
     (r"pos_embed", "Transformer/posembed_input/pos_embedding", None),
     (r"patch_embed\.proj\.weight", "embedding/kernel", _conv),
     (r"patch_embed\.proj\.bias", "embedding/bias", None),
@@ -178,6 +183,12 @@ _TIMM = (
     (_T + r"attn\.qkv\.bias", "qkv-bias", None),
     (_T + r"attn\.proj\.weight", _MHA + "/out/kernel", _out_proj),
     (_T + r"attn\.proj\.bias", _MHA + "/out/bias", None),
+    (_T + r"attn\.q_norm\.weight", _MHA + "/query_norm/scale", None),
+    (_T + r"attn\.q_norm\.bias", _MHA + "/query_norm/bias", None),
+    (_T + r"attn\.k_norm\.weight", _MHA + "/key_norm/scale", None),
+    (_T + r"attn\.k_norm\.bias", _MHA + "/key_norm/bias", None),
+    (_T + r"ls1\.gamma", _BLOCK + "/LayerScale_0/scale", None),
+    (_T + r"ls2\.gamma", _BLOCK + "/LayerScale_1/scale", None),
     (_T + r"mlp\.fc1\.weight", _FC0 + "/kernel", _linear),
     (_T + r"mlp\.fc1\.bias", _FC0 + "/bias", None),
     (_T + r"mlp\.fc2\.weight", _FC1 + "/kernel", _linear),
@@ -186,6 +197,24 @@ _TIMM = (
     (r"norm\.bias", "Transformer/encoder_norm/bias", None),
     (r"head\.weight", "head/kernel", _linear),
     (r"head\.bias", "head/bias", None),
+    (r"fc_norm\.weight", "fc_norm/scale", None),
+    (r"fc_norm\.bias", "fc_norm/bias", None),
+    (r"head_dist\.weight", "head_dist/kernel", _linear),
+    (r"head_dist\.bias", "head_dist/bias", None),
+    # `AttentionPoolLatent` (global_pool="map") -> big_vision's `MAPHead`.
+    (_AP + r"latent", _MAP + "/probe", None),
+    (_AP + r"q\.weight", _MAP_MHA + "/query/kernel", "heads"),
+    (_AP + r"q\.bias", _MAP_MHA + "/query/bias", "head_bias"),
+    (_AP + r"kv\.weight", "kv-weight", None),
+    (_AP + r"kv\.bias", "kv-bias", None),
+    (_AP + r"proj\.weight", _MAP_MHA + "/out/kernel", _out_proj),
+    (_AP + r"proj\.bias", _MAP_MHA + "/out/bias", None),
+    (_AP + r"norm\.weight", _MAP + "/LayerNorm_0/scale", None),
+    (_AP + r"norm\.bias", _MAP + "/LayerNorm_0/bias", None),
+    (_AP + r"mlp\.fc1\.weight", _MAP + "/MlpBlock_0/Dense_0/kernel", _linear),
+    (_AP + r"mlp\.fc1\.bias", _MAP + "/MlpBlock_0/Dense_0/bias", None),
+    (_AP + r"mlp\.fc2\.weight", _MAP + "/MlpBlock_0/Dense_1/kernel", _linear),
+    (_AP + r"mlp\.fc2\.bias", _MAP + "/MlpBlock_0/Dense_1/bias", None),
     (_R + r"stem\.conv\.weight", "conv_root/kernel", _conv),
     (_R + r"stem\.norm\.weight", "gn_root/scale", None),
     (_R + r"stem\.norm\.bias", "gn_root/bias", None),
@@ -290,6 +319,9 @@ def to_original_layout(
             if template in ("qkv-weight", "qkv-bias"):
                 out.update(_split_qkv(value, groups["i"], template, num_heads))
                 break
+            if template in ("kv-weight", "kv-bias"):
+                out.update(_split_kv(value, template, num_heads))
+                break
             key = template.format(**groups)
             if convert == "heads":
                 value = _heads(value, num_heads)
@@ -318,4 +350,17 @@ def _split_qkv(value, block, kind, num_heads):
             out[f"{prefix}/{name}/kernel"] = _heads(part, num_heads)
         else:
             out[f"{prefix}/{name}/bias"] = _head_bias(part, num_heads)
+    return out
+
+
+def _split_kv(value, kind, num_heads):
+    """The attention pool's fused `kv` `(2D, D)` weight / `(2D,)` bias -> key, value."""
+    if value.shape[0] % 2:
+        return {f"{_MAP_MHA}/kv/{kind}": value}  # reported as unexpected
+    out = {}
+    for name, part in zip(("key", "value"), np.split(value, 2, axis=0), strict=True):
+        if kind == "kv-weight":
+            out[f"{_MAP_MHA}/{name}/kernel"] = _heads(part, num_heads)
+        else:
+            out[f"{_MAP_MHA}/{name}/bias"] = _head_bias(part, num_heads)
     return out

@@ -1,11 +1,17 @@
-"""`TrainConfig`: every setting of `recipes.train`, with documented defaults.
+"""The recipes' config language: one base dataclass, `override`, `load_config`.
 
-A config module (`recipes/configs/<name>.py`) defines `get_config()`
-returning a `TrainConfig`; its docstring gives the command, the hardware,
-the expected accuracy and the time. The command line changes any field with
+`RunConfig` holds what every recipe shares (run, data, augmentation, model,
+optimisation, distribution, monitoring); `TrainConfig` (`recipes.train`) and
+`PretrainConfig` (`recipes.pretrain_masked`) extend it with their own fields
+only. A config module (`recipes/configs/<name>.py`) defines `get_config()`
+returning one of them; its docstring gives the command, the hardware, the
+expected accuracy and the time. The command line changes any field with
 `--set key=value`: the value is a Python literal (`ast.literal_eval`), or a
 bare word for text fields (`--set dataset=cifar100`), checked against the
-field's type.
+field's type; `image_size` also takes `224`, `224,320` or `224x320`.
+
+Values are checked when a config is made (ranges, choices): a wrong one
+raises `ConfigError` naming the field, before TensorFlow is imported.
 
 The defaults are the paper's pre-training recipe (Adam β = (0.9, 0.999),
 weight decay 0.1, linear warm-up then cosine decay, gradient clipping at
@@ -16,16 +22,86 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import difflib
 import importlib
 import importlib.util
+import math
 import os
 import types
 import typing
 
+from recipes.cli import parse_image_size
+
+# The choices of keras_vit.training, repeated here so that a config is
+# checked without importing TensorFlow (tests/test_cli.py checks they agree).
+OPTIMIZERS = ("adamw", "adam", "sgd")
+SCHEDULES = ("cosine", "linear", "constant")
+STRATEGIES = ("auto", "default", "one_device", "mirrored", "multi_worker", "tpu")
+PRECISIONS = (False, True, "float32", "bfloat16", "float16")
+POOLINGS = ("token", "gap")
+
+# Fields a resumed run may change freely: where and how verbosely it runs,
+# and what it reports. Every other field is part of the backup's fingerprint.
+RUN_ONLY_FIELDS = frozenset(
+    {
+        "name",
+        "workdir",
+        "data_dir",
+        "verbose",
+        "strategy",
+        "jit_compile",
+        "steps_per_execution",
+        "tensorboard_update_freq",
+        "profile_steps",
+        "monitor_images",
+        "fewshot_every",
+        "fewshot_shots",
+        "fewshot_examples",
+        "fewshot_dataset",
+        "fewshot_train_split",
+        "fewshot_test_split",
+        "fewshot_test_examples",
+        "eval_batch_size",
+        "export_savedmodel",
+    }
+)
+
+
+# The `keras_vit.ViT` arguments each recipe passes from its config, by name.
+VIT_FIELDS = (
+    "image_size",
+    "channels",
+    "pooling",
+    "class_token",
+    "gelu_approximate",
+    "dropout_rate",
+    "attention_dropout_rate",
+    "drop_path_rate",
+    "layer_scale_init",
+    "num_registers",
+    "no_embed_class",
+    "qk_norm",
+    "mlp",
+)
+TRAIN_VIT_FIELDS = (
+    *VIT_FIELDS,
+    "representation_size",
+    "patch_size",
+    "dynamic_image_size",
+    "dynamic_image_pad",
+    "position_resample",
+    "fc_norm",
+    "distillation",
+)
+
+
+class ConfigError(ValueError):
+    """A config value (or `--set` override) that cannot be used."""
+
 
 @dataclasses.dataclass(frozen=True)
-class TrainConfig:
-    """Settings of one training or fine-tuning run.
+class RunConfig:
+    """What every recipe's run shares.
 
     Attributes are grouped as run, data, augmentation, model, optimisation,
     distribution and monitoring; each is documented where it is defined.
@@ -40,44 +116,40 @@ class TrainConfig:
     dataset: str = "digits"  # "digits", "folder:PATH" or a TFDS name.
     data_dir: str | None = None  # TFDS data directory.
     train_split: str = "train"
-    val_split: str | None = "test"  # Monitored each epoch; None for no validation.
-    test_split: str | None = "test"  # Evaluated once at the end; None to skip.
-    image_size: int = 224  # Training and evaluation resolution.
+    # Training and evaluation resolution: an int or (height, width).
+    image_size: int | tuple[int, int] = 224
     channels: int = 3
     global_batch_size: int = 512  # Summed over replicas and workers.
-    eval_batch_size: int | None = None  # Defaults to global_batch_size.
-    eval_crop_fraction: float = 1.0  # Central crop at evaluation (1 = none).
     shuffle_buffer: int = 10_000
 
-    # -- augmentation ------------------------------------------------------
+    # -- augmentation (keras_vit.data.Augmentation) ------------------------
     crop_area_range: tuple[float, float] = (0.05, 1.0)  # Inception crop; (1, 1) = off.
     crop_aspect_range: tuple[float, float] = (0.75, 4 / 3)
     random_flip: bool = True
     randaugment_ops: int = 0  # keras_vit.data.RandAugment ops per image; 0 = off.
     randaugment_magnitude: float = 0.5  # In [0, 1]: the reference's level / 10.
-    mixup_alpha: float = 0.0  # 0 = off.
-    cutmix_factor: float = 0.0  # keras.layers.CutMix factor in (0, 1]; 0 = off.
-    label_smoothing: float = 0.0
 
-    # -- model -------------------------------------------------------------
+    # -- model (keras_vit.ViT's arguments) ---------------------------------
     variant: str = "B/16"  # See keras_vit.VARIANTS; e.g. "Ti/16", "R50+B/16".
-    pooling: str = "token"  # "token" or "gap".
+    pooling: str = "token"  # "token" (needs class_token) or "gap".
     class_token: bool = True
-    representation_size: int | None = None  # Pre-training tanh "pre-logits" width.
+    gelu_approximate: bool = False  # tanh GELU instead of the exact erf one.
     dropout_rate: float = 0.0
     attention_dropout_rate: float = 0.0
     drop_path_rate: float = 0.0
-    # Initial weights: a keras_vit.weights tag ("imagenet21k", ...) or an
-    # original .npz (head replaced, position embeddings resampled), or our own
-    # .keras / .weights.h5 (matched by layer name, head skipped). None = random.
-    init_from: str | None = None
+    # Later ViT families (see keras_vit.ViT): LayerScale, registers, ...
+    layer_scale_init: float | None = None  # E.g. 1e-6 (DeiT III); None = off.
+    num_registers: int = 0  # Register tokens (DINOv2 with registers: 4).
+    no_embed_class: bool = False  # Position table for the patches only.
+    qk_norm: bool = False  # LayerNorm on queries and keys.
+    mlp: str = "gelu"  # "gelu" or "swiglu".
 
     # -- optimisation ------------------------------------------------------
     optimizer: str = "adamw"  # "adamw", "adam" or "sgd".
     learning_rate: float = 1e-3  # Peak, reached at the end of the warm-up.
     end_learning_rate: float = 0.0
     schedule: str = "cosine"  # "cosine", "linear" or "constant" after warm-up.
-    warmup_steps: int = 10_000
+    warmup_steps: int = 10_000  # Capped at the run's total steps.
     weight_decay: float = 0.1  # Decoupled; biases, norms, tokens excluded.
     beta_1: float = 0.9
     beta_2: float = 0.999
@@ -100,44 +172,255 @@ class TrainConfig:
     monitor_images: int = 4  # Example and attention-map images; 0 = none.
     fewshot_every: int = 0  # Few-shot linear eval every N epochs; 0 = off.
     fewshot_shots: tuple[int, ...] = (1, 5, 10, 25)
-    fewshot_examples: int = 2_000  # Train/test images held for the few-shot eval.
-    export_savedmodel: bool = False  # Also export a SavedModel for TF Serving.
+
+    def __post_init__(self):
+        for name, value in self._checks():
+            if value is not True:
+                raise ConfigError(f"{name}={getattr(self, name)!r}: {value}")
 
     def resolved_workdir(self) -> str:
         """`workdir`, or `runs/<name>` when it is unset."""
         return self.workdir or os.path.join("runs", self.name)
 
+    def _checks(self):
+        """Yields `(field, True or what is wrong)`."""
+        yield "epochs", self.epochs >= 1 or "must be at least 1"
+        yield "steps_per_epoch", _positive_or_none(self.steps_per_epoch)
+        yield "global_batch_size", self.global_batch_size >= 1 or "must be positive"
+        yield "image_size", _size_ok(self.image_size)
+        yield "channels", self.channels >= 1 or "must be positive"
+        yield "layer_scale_init", _positive_or_none(self.layer_scale_init)
+        yield "num_registers", self.num_registers >= 0 or "must be >= 0"
+        yield "mlp", _choice(self.mlp, ("gelu", "swiglu"))
+        yield "shuffle_buffer", self.shuffle_buffer >= 1 or "must be positive"
+        low, high = self.crop_area_range
+        yield "crop_area_range", 0 < low <= high <= 1 or "needs 0 < low <= high <= 1"
+        low, high = self.crop_aspect_range
+        yield "crop_aspect_range", 0 < low <= high or "needs 0 < low <= high"
+        yield "randaugment_ops", self.randaugment_ops >= 0 or "must be >= 0"
+        yield "randaugment_magnitude", _within(self.randaugment_magnitude, 0, 1)
+        yield "pooling", _choice(self.pooling, POOLINGS)
+        yield (
+            "pooling",
+            (
+                self.class_token
+                or self.pooling != "token"
+                or "'token' pooling needs class_token=True; use pooling='gap'"
+            ),
+        )
+        for name in ("dropout_rate", "attention_dropout_rate", "drop_path_rate"):
+            yield name, _within(getattr(self, name), 0, 1, high_open=True)
+        yield "optimizer", _choice(self.optimizer, OPTIMIZERS)
+        yield "learning_rate", self.learning_rate > 0 or "must be positive"
+        yield "end_learning_rate", self.end_learning_rate >= 0 or "must be >= 0"
+        yield "schedule", _choice(self.schedule, SCHEDULES)
+        yield "warmup_steps", self.warmup_steps >= 0 or "must be >= 0"
+        yield "weight_decay", self.weight_decay >= 0 or "must be >= 0"
+        for name in ("beta_1", "beta_2", "momentum"):
+            yield name, _within(getattr(self, name), 0, 1, high_open=True)
+        yield "global_clipnorm", _positive_or_none(self.global_clipnorm)
+        yield (
+            "ema_momentum",
+            (
+                self.ema_momentum is None
+                or _within(self.ema_momentum, 0, 1, high_open=True)
+            ),
+        )
+        yield "strategy", _choice(self.strategy, STRATEGIES)
+        yield "mixed_precision", _choice(self.mixed_precision, PRECISIONS)
+        yield "jit_compile", _choice(self.jit_compile, (True, False, "auto"))
+        yield "steps_per_execution", self.steps_per_execution >= 1 or "must be >= 1"
+        yield "verbose", _choice(self.verbose, (0, 1, 2))
+        yield (
+            "tensorboard_update_freq",
+            (
+                self.tensorboard_update_freq in ("epoch", "batch")
+                or (
+                    isinstance(self.tensorboard_update_freq, int)
+                    and self.tensorboard_update_freq >= 1
+                )
+                or "must be 'epoch', 'batch' or a positive step count"
+            ),
+        )
+        yield "monitor_images", self.monitor_images >= 0 or "must be >= 0"
+        yield "fewshot_every", self.fewshot_every >= 0 or "must be >= 0"
+        yield (
+            "fewshot_shots",
+            (
+                (len(self.fewshot_shots) > 0 and min(self.fewshot_shots) >= 1)
+                or "needs one or more positive shot counts"
+            ),
+        )
 
-def override(config: TrainConfig, assignments: list[str]) -> TrainConfig:
-    """Applies `key=value` overrides to `config`, checking every type.
+
+@dataclasses.dataclass(frozen=True)
+class TrainConfig(RunConfig):
+    """Settings of one training or fine-tuning run (`recipes.train`)."""
+
+    # -- data --------------------------------------------------------------
+    val_split: str | None = "test"  # Monitored each epoch; None for no validation.
+    test_split: str | None = "test"  # Evaluated once at the end; None to skip.
+    eval_batch_size: int | None = None  # Defaults to global_batch_size.
+    eval_crop_fraction: float = 1.0  # Central crop at evaluation (1 = none).
+
+    # -- augmentation and loss ---------------------------------------------
+    mixup_alpha: float = 0.0  # 0 = off.
+    cutmix_factor: float = 0.0  # keras.layers.CutMix factor in (0, 1]; 0 = off.
+    label_smoothing: float = 0.0
+
+    # -- model -------------------------------------------------------------
+    representation_size: int | None = None  # Pre-training tanh "pre-logits" width.
+    patch_size: int | None = None  # Overrides the variant's (weights resampled).
+    dynamic_image_size: bool = False  # Accept any image size at run time.
+    dynamic_image_pad: bool = False  # With it: zero-pad to whole patches.
+    position_resample: str = "bilinear"  # How position embeddings are resampled.
+    fc_norm: bool = False  # Normalise the pooled features, not the tokens.
+    distillation: bool = False  # DeiT's distillation token and second head.
+    # Initial weights, passed to keras_vit.ViT(weights=...): a keras_vit.weights
+    # tag ("imagenet21k", ...), an original .npz, a .safetensors file, or our
+    # own .keras / .weights.h5 (e.g. a masked-patch encoder.keras). The head
+    # is loaded when its class count fits, else zero; position embeddings
+    # are resampled. None = random.
+    init_from: str | None = None
+
+    # -- monitoring --------------------------------------------------------
+    # Test images of the few-shot eval (its training images: max(shots) per
+    # class, drawn with the seed, as recipes.fewshot does).
+    fewshot_examples: int = 2_000
+    export_savedmodel: bool = False  # Also export a SavedModel for TF Serving.
+
+    def _checks(self):
+        yield from super()._checks()
+        yield "eval_batch_size", _positive_or_none(self.eval_batch_size)
+        yield (
+            "eval_crop_fraction",
+            _within(self.eval_crop_fraction, 0, 1, low_open=True),
+        )
+        yield "mixup_alpha", self.mixup_alpha >= 0 or "must be >= 0"
+        yield "cutmix_factor", _within(self.cutmix_factor, 0, 1)
+        yield "label_smoothing", _within(self.label_smoothing, 0, 1, high_open=True)
+        yield "representation_size", _positive_or_none(self.representation_size)
+        yield "patch_size", _positive_or_none(self.patch_size)
+        yield (
+            "dynamic_image_pad",
+            (
+                self.dynamic_image_size
+                or not self.dynamic_image_pad
+                or "needs dynamic_image_size=True"
+            ),
+        )
+        yield "fewshot_examples", self.fewshot_examples >= 1 or "must be positive"
+
+
+@dataclasses.dataclass(frozen=True)
+class PretrainConfig(RunConfig):
+    """Settings of masked patch prediction pre-training (`recipes.pretrain_masked`).
+
+    The defaults are the paper's (Appendix B.1.2). Labels are not used for
+    training; `pooling` decides only the few-shot representation.
+    """
+
+    # -- run and data (the paper's batch of 4096) --------------------------
+    name: str = "masked"
+    global_batch_size: int = 4096
+
+    # -- objective ---------------------------------------------------------
+    corruption_rate: float = 0.5  # Paper: 50% of the patches.
+    mask_rate: float = 0.8  # ... of which 80% [mask],
+    random_rate: float = 0.1  # 10% another patch of the image, 10% kept.
+    color_bits: int = 3  # 3 bits per channel: 512 colour classes.
+
+    # -- optimisation (Appendix B.1.2) -------------------------------------
+    optimizer: str = "adam"  # "adam" or "adamw" (with weight_decay).
+    learning_rate: float = 2e-4  # Paper: base learning rate 2e-4.
+    weight_decay: float = 0.0
+    epochs: int = 14  # Paper: 1M steps, about 14 epochs of JFT.
+
+    # -- monitoring --------------------------------------------------------
+    fewshot_every: int = 1  # Few-shot linear eval every N epochs; 0 = off.
+    fewshot_dataset: str | None = None  # Defaults to `dataset`.
+    fewshot_train_split: str = "train"
+    fewshot_test_split: str = "test"
+    fewshot_test_examples: int = 2_000
+
+    def _checks(self):
+        yield from super()._checks()
+        yield "corruption_rate", _within(self.corruption_rate, 0, 1, low_open=True)
+        yield "mask_rate", _within(self.mask_rate, 0, 1)
+        yield (
+            "random_rate",
+            (
+                _within(self.random_rate, 0, 1) is True
+                and self.mask_rate + self.random_rate <= 1
+                or "needs 0 <= random_rate and mask_rate + random_rate <= 1"
+            ),
+        )
+        yield "color_bits", 1 <= self.color_bits <= 8 or "must be in [1, 8]"
+        yield (
+            "fewshot_test_examples",
+            self.fewshot_test_examples >= 1 or "must be positive",
+        )
+
+
+def model_arguments(config: RunConfig, names=VIT_FIELDS) -> dict:
+    """`{argument: value}` of the model fields `names` of `config`."""
+    return {name: getattr(config, name) for name in names}
+
+
+def fingerprint(config: RunConfig) -> dict:
+    """The fields a backup must agree on to be resumed (not `RUN_ONLY_FIELDS`)."""
+    return {
+        key: value
+        for key, value in dataclasses.asdict(config).items()
+        if key not in RUN_ONLY_FIELDS
+    }
+
+
+def override(config: RunConfig, assignments: list[str]) -> RunConfig:
+    """Applies `key=value` overrides to `config`, checking every type and value.
 
     Args:
-        config: The config to change.
+        config: The config to change (any `RunConfig` subclass).
         assignments: Strings `"key=value"`; the value is a Python literal,
-            or a bare word for `str` fields.
+            or a bare word for `str` fields; `image_size` also takes
+            `224x320` or `224,320`.
 
     Returns:
-        A new `TrainConfig`.
+        A new config of the same class.
+
+    Raises:
+        ConfigError: An unknown key, a value of the wrong type or out of its
+            range; the message names the field.
 
     Example:
 
     >>> override(TrainConfig(), ["epochs=3", "dataset=cifar10"]).epochs
     3
     """
-    hints = typing.get_type_hints(TrainConfig)
+    hints = typing.get_type_hints(type(config))
     changes = {}
     for assignment in assignments:
         key, sep, text = assignment.partition("=")
         key = key.strip()
         if not sep or not key:
-            raise ValueError(f"Overrides look like key=value. Received: {assignment!r}")
+            raise ConfigError(f"overrides look like key=value, not {assignment!r}")
         if key not in hints:
-            known = ", ".join(sorted(hints))
-            raise ValueError(f"Unknown config key {key!r}. Known keys: {known}.")
+            close = difflib.get_close_matches(key, hints, n=3)
+            hint = f"did you mean {' or '.join(close)}? " if close else ""
+            raise ConfigError(
+                f"unknown config key {key!r}; {hint}every {type(config).__name__} "
+                "field is listed in recipes/configs/base.py"
+            )
+        text = text.strip()
         try:
-            value = ast.literal_eval(text.strip())
+            value = ast.literal_eval(text)
         except (ValueError, SyntaxError):
-            value = text.strip()  # A bare word, e.g. dataset=cifar10.
+            value = text  # A bare word, e.g. dataset=cifar10.
+        if key == "image_size" and not isinstance(value, (tuple, list)):
+            try:  # 224, 224,320 or 224x320 (not Python's 0x10 = 16).
+                value = parse_image_size(text)
+            except ValueError as error:
+                raise ConfigError(f"image_size={text!r}: {error}") from None
         changes[key] = check_type(key, value, hints[key])
     return dataclasses.replace(config, **changes)
 
@@ -147,15 +430,18 @@ def check_type(key: str, value, hint):
 
     Accepts ints for float fields, lists for tuple fields and `None` for
     optional fields.
+
+    Raises:
+        ConfigError: `value` does not fit `hint`.
     """
     origin = typing.get_origin(hint)
     if origin in (typing.Union, types.UnionType):
         for option in typing.get_args(hint):
             try:
                 return check_type(key, value, option)
-            except ValueError:
+            except ConfigError:
                 continue
-        raise ValueError(f"{key}={value!r} does not fit {_name(hint)}.")
+        raise ConfigError(f"{key}={value!r} does not fit {_name(hint)}")
     if hint is type(None):
         if value is None:
             return None
@@ -167,7 +453,8 @@ def check_type(key: str, value, hint):
             return value
     elif hint is float:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
+            if math.isfinite(value):
+                return float(value)
     elif hint is str:
         if isinstance(value, str):
             return value
@@ -182,44 +469,90 @@ def check_type(key: str, value, hint):
                 )
     else:
         raise TypeError(f"Unsupported config type {hint!r} for {key!r}.")
-    raise ValueError(f"{key}={value!r} does not fit {_name(hint)}.")
+    raise ConfigError(f"{key}={value!r} does not fit {_name(hint)}")
 
 
-def load_config(name_or_path: str) -> TrainConfig:
+def load_config(name_or_path: str, kind: type = None) -> RunConfig:
     """Returns `get_config()` of `recipes/configs/<name>.py` or of a file path.
 
     Args:
         name_or_path: A shipped config name (e.g. `"digits"`) or the path to
             a Python file defining `get_config()`.
+        kind: The config class the caller runs. Defaults to `TrainConfig`.
+
+    Raises:
+        ConfigError: No such config, or one of another kind.
     """
+    kind = kind or TrainConfig
     if name_or_path.endswith(".py"):
+        if not os.path.isfile(name_or_path):
+            raise ConfigError(f"config file {name_or_path!r} does not exist")
         spec = importlib.util.spec_from_file_location("recipe_config", name_or_path)
-        if spec is None or not os.path.exists(name_or_path):
-            raise ValueError(f"Config file {name_or_path!r} does not exist.")
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
     else:
-        try:
-            module = importlib.import_module(f"recipes.configs.{name_or_path}")
-        except ModuleNotFoundError as error:
-            raise ValueError(
-                f"Unknown config {name_or_path!r}. Shipped configs: "
-                f"{', '.join(shipped_configs())}; or pass a .py file."
-            ) from error
+        if name_or_path not in shipped_configs(RunConfig):
+            raise ConfigError(
+                f"unknown config {name_or_path!r}; shipped: "
+                f"{', '.join(shipped_configs(kind))}; or pass a .py file"
+            )
+        module = importlib.import_module(f"recipes.configs.{name_or_path}")
     config = module.get_config()
-    if not isinstance(config, TrainConfig):
-        raise ValueError(f"get_config() of {name_or_path!r} must return a TrainConfig.")
+    if not isinstance(config, kind):
+        raise ConfigError(
+            f"config {name_or_path!r} gives a {type(config).__name__}, "
+            f"not a {kind.__name__}"
+        )
     return config
 
 
-def shipped_configs() -> list[str]:
-    """Names of the configs in `recipes/configs/`."""
+def shipped_configs(kind: type = None) -> list[str]:
+    """Names of the configs in `recipes/configs/` of class `kind`.
+
+    `kind` defaults to `TrainConfig`; `RunConfig` lists every config.
+    """
+    kind = kind or TrainConfig
     folder = os.path.dirname(__file__)
-    return sorted(
+    names = sorted(
         name[:-3]
         for name in os.listdir(folder)
         if name.endswith(".py") and name not in ("__init__.py", "base.py")
     )
+    return [
+        name
+        for name in names
+        if isinstance(
+            importlib.import_module(f"recipes.configs.{name}").get_config(), kind
+        )
+    ]
+
+
+def _positive_or_none(value):
+    return value is None or value > 0 or "must be positive (or None)"
+
+
+def _within(value, low, high, *, low_open=False, high_open=False):
+    above = value > low if low_open else value >= low
+    below = value < high if high_open else value <= high
+    if above and below:
+        return True
+    return (
+        f"must be in {'(' if low_open else '['}{low}, {high}{')' if high_open else ']'}"
+    )
+
+
+def _choice(value, choices):
+    # `True == 1`: compare types too, so that verbose=True is refused.
+    if any(value == c and type(value) is type(c) for c in choices):
+        return True
+    return f"must be one of {', '.join(map(repr, choices))}"
+
+
+def _size_ok(size):
+    sides = (size, size) if isinstance(size, int) else tuple(size)
+    if len(sides) == 2 and all(isinstance(s, int) and s > 0 for s in sides):
+        return True
+    return "must be a positive int or (height, width)"
 
 
 def _name(hint) -> str:

@@ -25,34 +25,21 @@ whole image (no central crop), as the reference does.
 
 from __future__ import annotations
 
+import dataclasses
+
+from recipes.configs import cifar10_finetune_b16
 from recipes.configs.base import TrainConfig
 
 
 def get_config() -> TrainConfig:
-    return TrainConfig(
+    # The CIFAR fine-tuning recipe (the paper's), on ImageNet for 20k steps.
+    return dataclasses.replace(
+        cifar10_finetune_b16.get_config(),
         name="imagenet_finetune_b16_384",
         dataset="imagenet2012",
         train_split="train[:99%]",
         val_split="train[99%:]",
         test_split="validation",
-        image_size=384,
-        global_batch_size=512,
-        eval_batch_size=256,
-        crop_area_range=(0.05, 1.0),
-        random_flip=True,
         shuffle_buffer=50_000,
-        variant="B/16",
-        init_from="imagenet21k",
-        optimizer="sgd",
-        learning_rate=0.03,
-        momentum=0.9,
-        weight_decay=0.0,
-        warmup_steps=500,
-        schedule="cosine",
-        global_clipnorm=1.0,
-        ema_momentum=0.9999,
-        epochs=20,
         steps_per_epoch=1_000,  # 20k steps, as in the paper.
-        mixed_precision=True,
-        verbose=2,
     )

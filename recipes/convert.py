@@ -3,9 +3,9 @@ checkpoint into a Keras `.weights.h5` or `.keras` file.
 
 Usage:
 
-    python -m keras_vit.convert in.npz out.weights.h5 --variant B/16
-    python -m keras_vit.convert in.npz out.keras --variant B/16 --image-size 384
-    python -m keras_vit.convert vit.safetensors out.weights.h5 --variant S/16
+    python -m recipes.convert in.npz out.weights.h5 --variant B/16
+    python -m recipes.convert in.npz out.keras --variant B/16 --image-size 384
+    python -m recipes.convert vit.safetensors out.weights.h5 --variant S/16
 
 The model is built from the checkpoint's own shapes unless told otherwise:
 its head width (`--num-classes`), `pre_logits` width
@@ -13,6 +13,10 @@ its head width (`--num-classes`), `pre_logits` width
 (`--image-size`; the position embedding is resampled when it differs). The
 same checks as `keras_vit.weights.load_weights` apply, so a file converted
 without error loads into a model built with the same arguments.
+`--num-classes 0` converts the encoder alone (`include_top=False`), as in
+every other command. An existing output is kept unless `--overwrite`; the
+output is written whole or not at all. Argument errors are one line
+(`error: ...`, exit status 2); a checkpoint that does not fit exits with 1.
 """
 
 from __future__ import annotations
@@ -22,33 +26,23 @@ import math
 import os
 import sys
 
-import keras
-
-from keras_vit.models.variants import parse_variant
-from keras_vit.models.vit import ViT
-from keras_vit.weights import architecture
-from keras_vit.weights import npz
-from keras_vit.weights import safetensors
-from keras_vit.weights.errors import CheckpointError
-from keras_vit.weights.loader import load_weights
-
-
-def _image_size(text: str) -> tuple[int, int]:
-    parts = [int(p) for p in text.replace("x", ",").split(",") if p]
-    if len(parts) == 1:
-        parts *= 2
-    if len(parts) != 2 or min(parts) <= 0:
-        raise argparse.ArgumentTypeError(f"expected N or H,W; got {text!r}")
-    return tuple(parts)
+# The command-line conventions every keras_vit command shares (sizes as 224,
+# 224,320 or 224x320; class counts with 0 = no head; one-line errors).
+from recipes import cli
 
 
 def _optional_int(text: str) -> int | None:
-    return None if text.lower() in ("none", "0") else int(text)
+    if text.lower() in ("none", "0"):
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a width: {text!r}") from None
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m keras_vit.convert",
+    parser = cli.ArgumentParser(
+        prog="python -m recipes.convert",
         description="Convert a ViT checkpoint (.npz or .safetensors) into a "
         "Keras .weights.h5 or .keras file.",
     )
@@ -61,14 +55,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--image-size",
-        type=_image_size,
-        help="model resolution, N or H,W (default: the checkpoint's)",
+        type=cli.image_size_arg,
+        help="model resolution: 224, 224,320 or 224x320 (default: the checkpoint's)",
     )
     parser.add_argument(
         "--num-classes",
-        type=int,
+        type=cli.num_classes_arg,
         help="head width (default: the checkpoint's; a different value "
-        "gives a zero-initialised head)",
+        "gives a zero-initialised head; 0 converts no head: include_top=False)",
     )
     parser.add_argument(
         "--representation-size",
@@ -82,13 +76,21 @@ def build_parser() -> argparse.ArgumentParser:
         default="bilinear",
         help="position-embedding resampling (default: bilinear)",
     )
+    parser.add_argument(
+        "--overwrite", action="store_true", help="replace an existing output file"
+    )
+    cli.add_verbose_flag(parser)
     return parser
 
 
 def _read(path: str, variant: str | None) -> dict:
+    from keras_vit.models.variants import parse_variant
+    from keras_vit.weights import npz
+    from keras_vit.weights import safetensors
+
     if path.endswith(".safetensors"):
         if variant is None:
-            raise SystemExit("--variant is required for a .safetensors checkpoint")
+            cli.fail("--variant is required for a .safetensors checkpoint")
         heads = parse_variant(variant).variant.num_heads
         tensors = safetensors.read_safetensors(path)
         return npz.normalize(safetensors.to_original_layout(tensors, heads))
@@ -97,25 +99,27 @@ def _read(path: str, variant: str | None) -> dict:
 
 def model_arguments(params: dict, args: argparse.Namespace) -> dict:
     """The `keras_vit.ViT` arguments for a checkpoint and the command line."""
+    from keras_vit.models.variants import parse_variant
+    from keras_vit.weights import architecture
+    from keras_vit.weights import npz
+
     arch = architecture.describe({k: tuple(v.shape) for k, v in params.items()})
     variant = args.variant or arch.variant
     if variant is None:
-        raise SystemExit(
-            f"Cannot name the checkpoint's variant ({arch.name}); pass --variant."
-        )
+        cli.fail(f"cannot name the checkpoint's variant ({arch.name}); pass --variant")
     spec = parse_variant(variant)
     class_token = "cls" in params
     image_size = args.image_size
     if image_size is None:
         table = params.get(npz.POSEMB_KEY)
         if table is None:
-            raise SystemExit(
-                "The checkpoint has no position embedding; pass --image-size."
-            )
+            cli.fail("the checkpoint has no position embedding; pass --image-size")
         side = math.isqrt(table.shape[1] - int(class_token))
         image_size = (side * spec.total_stride,) * 2
     head = params.get(npz.HEAD_KEYS[0])
-    num_classes = args.num_classes or (head.shape[-1] if head is not None else None)
+    num_classes = args.num_classes
+    if num_classes is None:  # The checkpoint's head, if it has one.
+        num_classes = head.shape[-1] if head is not None else 0
     representation_size = args.representation_size
     if representation_size == -1:
         pre_logits = params.get(npz.PRE_LOGITS_KEYS[0])
@@ -124,15 +128,21 @@ def model_arguments(params: dict, args: argparse.Namespace) -> dict:
         variant=variant,
         image_size=image_size,
         num_classes=num_classes or 1000,
-        include_top=num_classes is not None,
+        include_top=num_classes > 0,
         representation_size=representation_size,
         class_token=class_token,
         pooling="token" if class_token else "gap",
     )
 
 
-def convert(args: argparse.Namespace) -> keras.Model:
+def convert(args: argparse.Namespace):
     """Runs the conversion described by parsed command-line `args`."""
+    import keras
+
+    from keras_vit.models.vit import ViT
+    from keras_vit.training import atomic
+    from keras_vit.weights.loader import load_weights
+
     print(f"Reading {args.checkpoint}")
     params = _read(args.checkpoint, args.variant)
     kwargs = model_arguments(params, args)
@@ -152,14 +162,10 @@ def convert(args: argparse.Namespace) -> keras.Model:
     )
     for note in notes:
         print(note)
-    directory = os.path.dirname(os.path.abspath(args.output))
-    os.makedirs(directory, exist_ok=True)
     if args.output.endswith(".keras"):
-        model.save(args.output)
-    elif args.output.endswith(".weights.h5"):
-        model.save_weights(args.output)
+        atomic.save_model(model, args.output)
     else:
-        raise ValueError("The output must end in .weights.h5 or .keras")
+        atomic.save_weights(model, args.output)
     print(f"Wrote {args.output} ({model.count_params():,} parameters)")
     return model
 
@@ -170,11 +176,20 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not args.output.endswith((".weights.h5", ".keras")):
         parser.error("the output must end in .weights.h5 or .keras")
+    if not os.path.isfile(args.checkpoint):
+        parser.error(f"no checkpoint file at {args.checkpoint!r}")
+    if os.path.exists(args.output) and not args.overwrite:
+        parser.error(f"{args.output} already exists; pass --overwrite to replace it")
+    cli.quiet_tensorflow(args.tf_logs)
+    from keras_vit.weights.errors import CheckpointError
+
     try:
         convert(args)
     except (CheckpointError, FileNotFoundError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
+    except ValueError as error:  # A model argument that cannot be built.
+        cli.fail(str(error).splitlines()[0])
     return 0
 
 

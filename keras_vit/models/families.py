@@ -1,0 +1,89 @@
+"""Named constructors of the newer ViT families: DeiT III, DINOv2, SigLIP.
+
+Each is `keras_vit.ViT(variant, **family options, **kwargs)` with the
+options of `keras_vit.models.variants.FAMILIES`; every argument of
+`keras_vit.ViT` is accepted and overrides the family's.
+"""
+
+from __future__ import annotations
+
+import keras
+
+from keras_vit.models.variants import FAMILIES
+from keras_vit.models.vit import ViT
+
+# name -> (variant, family).
+FAMILY_MODELS = {
+    "DeiT3_S16": ("S/16", "deit3"),
+    "DeiT3_B16": ("B/16", "deit3"),
+    "DeiT3_L16": ("L/16", "deit3"),
+    "DINOv2_S14": ("S/14", "dinov2"),
+    "DINOv2_B14": ("B/14", "dinov2"),
+    "DINOv2_L14": ("L/14", "dinov2"),
+    "DINOv2_g14": ("g/14", "dinov2_swiglu"),
+    "SigLIP_B16": ("B/16", "siglip"),
+    "SigLIP_So400m14": ("So400m/14", "siglip"),
+}
+
+
+def family_model(variant: str, family: str, **kwargs) -> keras.Model:
+    """Builds `variant` with the options of `family` (`FAMILIES`).
+
+    Args:
+        variant: e.g. `"S/14"`.
+        family: A key of `keras_vit.models.variants.FAMILIES`, e.g.
+            `"dinov2"`.
+        **kwargs: Any `keras_vit.ViT` argument; overrides the family's.
+
+    Example:
+
+    ```python
+    model = keras_vit.models.family_model("test/4", "dinov2", image_size=16)
+    ```
+    """
+    if family not in FAMILIES:
+        raise ValueError(f"Unknown family {family!r}. Known: {sorted(FAMILIES)}.")
+    options = {**FAMILIES[family].options, **kwargs}
+    options.setdefault("name", _default_name(variant, family))
+    return ViT(variant, **options)
+
+
+def _default_name(variant: str, family: str) -> str:
+    size, patch = variant.split("/")
+    return f"{family.split('_')[0]}_{size.lower()}{patch}"
+
+
+_DOC = """Builds {title} {variant}: `keras_vit.ViT("{variant}", ...)` with {options}.
+
+    Every keyword argument of `keras_vit.ViT` is accepted and overrides
+    the family's options.
+
+    Example:
+
+    ```python
+    model = keras_vit.models.{name}()
+    ```
+    """
+
+
+def _constructor(name: str, variant: str, family: str):
+    def build(**kwargs) -> keras.Model:
+        return family_model(variant, family, **kwargs)
+
+    options = ", ".join(f"{k}={v!r}" for k, v in FAMILIES[family].options.items())
+    build.__name__ = build.__qualname__ = name
+    build.__doc__ = _DOC.format(
+        title=FAMILIES[family].title, variant=variant, options=options, name=name
+    )
+    return build
+
+
+DeiT3_S16 = _constructor("DeiT3_S16", *FAMILY_MODELS["DeiT3_S16"])
+DeiT3_B16 = _constructor("DeiT3_B16", *FAMILY_MODELS["DeiT3_B16"])
+DeiT3_L16 = _constructor("DeiT3_L16", *FAMILY_MODELS["DeiT3_L16"])
+DINOv2_S14 = _constructor("DINOv2_S14", *FAMILY_MODELS["DINOv2_S14"])
+DINOv2_B14 = _constructor("DINOv2_B14", *FAMILY_MODELS["DINOv2_B14"])
+DINOv2_L14 = _constructor("DINOv2_L14", *FAMILY_MODELS["DINOv2_L14"])
+DINOv2_g14 = _constructor("DINOv2_g14", *FAMILY_MODELS["DINOv2_g14"])
+SigLIP_B16 = _constructor("SigLIP_B16", *FAMILY_MODELS["SigLIP_B16"])
+SigLIP_So400m14 = _constructor("SigLIP_So400m14", *FAMILY_MODELS["SigLIP_So400m14"])

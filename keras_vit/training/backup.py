@@ -1,0 +1,227 @@
+"""Crash-safe training backups that know which run they belong to.
+
+`CrashSafeBackup` replaces `keras.callbacks.BackupAndRestore` (which writes
+its one file in place: a kill during the write leaves a torn file that every
+later run dies on). At the end of each epoch it writes, in `backup_dir`:
+
+- `epoch-000003.weights.h5`: the weights and optimizer state (atomically);
+- then `epoch-000003.json`: the epoch, the weights file's size and SHA-256,
+  and the run's fingerprint (atomically; its presence marks the pair whole).
+
+The previous pair is kept until the new one is complete (the two newest are
+kept). `latest_backup` returns the newest pair whose file matches its
+checksum, saying in one line when it falls back past a torn one; the recipe
+restores it (`restore`) and passes `initial_epoch` to `model.fit`, so no
+Keras internal is involved.
+
+Example:
+
+```python
+state = latest_backup("runs/x/backup")
+start = 0 if state is None else state.epoch
+model.compile(...)
+if state is not None:
+    restore(model, state)
+model.fit(data, epochs=10, initial_epoch=start,
+          callbacks=[CrashSafeBackup("runs/x/backup", fingerprint={...})])
+```
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import re
+import shutil
+import time
+
+import keras
+
+from keras_vit.training import atomic
+
+_STATE = re.compile(r"^epoch-(\d{6})\.json$")
+
+
+@dataclasses.dataclass(frozen=True)
+class BackupState:
+    """One complete backup: the state at the end of epoch `epoch`.
+
+    Attributes:
+        epoch: Epochs completed; the run resumes with epoch `epoch + 1`
+            (0-based index `epoch`).
+        weights: Path of the `.weights.h5` file (weights and optimizer).
+        fingerprint: What the run was (config fields), as stored.
+    """
+
+    epoch: int
+    weights: str
+    fingerprint: dict
+
+
+def backup_dir_of(workdir: str, chief: bool = True, task: str = "chief") -> str:
+    """A run's backup directory: `backup/` (chief) or `backup_<task>/`."""
+    return os.path.join(workdir, "backup" if chief else f"backup_{task}")
+
+
+def latest_backup(backup_dir: str, say=print) -> BackupState | None:
+    """The newest whole backup in `backup_dir`, or `None`.
+
+    A backup whose weights file is missing, truncated or altered (its size or
+    SHA-256 differs from the record) is passed over with one line through
+    `say`, and the one before it is used (or none: a fresh start).
+    """
+    if not os.path.isdir(backup_dir):
+        return None
+    epochs = sorted(
+        (int(m.group(1)) for m in map(_STATE.match, os.listdir(backup_dir)) if m),
+        reverse=True,
+    )
+    for index, epoch in enumerate(epochs):
+        problem, state = _read_state(backup_dir, epoch)
+        if state is not None:
+            return state
+        fallback = (
+            f"falling back to the backup of epoch {epochs[index + 1]}"
+            if index + 1 < len(epochs)
+            else "no older backup: starting afresh"
+        )
+        where = os.path.join(backup_dir, f"epoch-{epoch:06d}")
+        say(f"Backup {where} is unusable ({problem}); {fallback}.")
+    return None
+
+
+def resume_epoch(backup_dir: str) -> int:
+    """The epoch a run backed up in `backup_dir` resumes from (0 if none)."""
+    state = latest_backup(backup_dir, say=lambda _: None)
+    return 0 if state is None else state.epoch
+
+
+def differences(stored: dict, current: dict) -> list[str]:
+    """Keys whose values differ between two fingerprints (JSON-normalised)."""
+    stored, current = _normalise(stored), _normalise(current)
+    return sorted(
+        key
+        for key in set(stored) | set(current)
+        if stored.get(key, "<absent>") != current.get(key, "<absent>")
+    )
+
+
+def restore(model: keras.Model, state: BackupState) -> None:
+    """Loads a backup's weights and optimizer state into a compiled `model`."""
+    optimizer = model.optimizer
+    if optimizer is not None and not optimizer.built:
+        optimizer.build(model.trainable_variables)
+    model.load_weights(state.weights)
+
+
+def set_aside(backup_dir: str) -> str | None:
+    """Renames `backup_dir` to `<backup_dir>.old-<UTC time>`; returns it."""
+    if not os.path.exists(backup_dir):
+        return None
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+    target = f"{backup_dir}.old-{stamp}"
+    os.replace(backup_dir, target)
+    return target
+
+
+class CrashSafeBackup(keras.callbacks.Callback):
+    """Backs up the training state at the end of every epoch, atomically.
+
+    Args:
+        backup_dir: The directory of this run's (or worker's) backups.
+        fingerprint: A JSON-serialisable dict describing the run (e.g. its
+            config fields); stored with each backup and checked on resume.
+        keep: How many complete backups to keep. Defaults to 2, so that a
+            torn newest one falls back to the one before.
+        guard: A `DivergenceGuard`; nothing is written once it has fired,
+            and the backups are then kept at the end.
+        delete_at_end: Whether to delete `backup_dir` when training ends
+            normally. Defaults to `True`.
+
+    Example:
+
+    ```python
+    model.fit(data, epochs=10, callbacks=[CrashSafeBackup("runs/x/backup")])
+    ```
+    """
+
+    def __init__(
+        self,
+        backup_dir: str,
+        fingerprint: dict | None = None,
+        keep: int = 2,
+        guard=None,
+        delete_at_end: bool = True,
+    ):
+        super().__init__()
+        if keep < 1:
+            raise ValueError(f"keep must be at least 1. Received: keep={keep}")
+        self.backup_dir = backup_dir
+        self.fingerprint = dict(fingerprint or {})
+        self.keep = keep
+        self.guard = guard
+        self.delete_at_end = delete_at_end
+
+    def on_train_begin(self, logs=None):
+        atomic.remove_partials(self.backup_dir)
+
+    def on_epoch_end(self, epoch, logs=None):
+        if self.guard is not None and self.guard.diverged:
+            return  # Never back up non-finite weights.
+        stem = os.path.join(self.backup_dir, f"epoch-{epoch + 1:06d}")
+        weights = atomic.save_weights(self.model, f"{stem}.weights.h5")
+        record = {
+            "epoch": epoch + 1,
+            "weights": os.path.basename(weights),
+            "size": os.path.getsize(weights),
+            "sha256": _sha256(weights),
+            "fingerprint": self.fingerprint,
+            "keras": keras.__version__,
+        }
+        atomic.write_json(f"{stem}.json", record)
+        self._prune(epoch + 1)
+
+    def on_train_end(self, logs=None):
+        diverged = self.guard is not None and self.guard.diverged
+        if self.delete_at_end and not diverged and os.path.exists(self.backup_dir):
+            shutil.rmtree(self.backup_dir)
+
+    def _prune(self, newest: int) -> None:
+        for name in os.listdir(self.backup_dir):
+            match = re.match(r"^epoch-(\d{6})\.", name)
+            if match and int(match.group(1)) <= newest - self.keep:
+                os.remove(os.path.join(self.backup_dir, name))
+
+
+def _read_state(backup_dir: str, epoch: int):
+    """`(problem, None)` or `(None, BackupState)` for one epoch's backup."""
+    stem = os.path.join(backup_dir, f"epoch-{epoch:06d}")
+    try:
+        with open(f"{stem}.json", encoding="utf-8") as f:
+            record = json.load(f)
+        weights = os.path.join(backup_dir, record["weights"])
+        size, digest = record["size"], record["sha256"]
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        return f"unreadable record: {type(error).__name__}", None
+    if not os.path.exists(weights):
+        return f"{os.path.basename(weights)} is missing", None
+    actual = os.path.getsize(weights)
+    if actual != size:
+        return f"{os.path.basename(weights)} has {actual} of {size} bytes", None
+    if _sha256(weights) != digest:
+        return f"{os.path.basename(weights)} fails its checksum", None
+    return None, BackupState(epoch, weights, record.get("fingerprint", {}))
+
+
+def _sha256(path: str) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _normalise(fingerprint: dict) -> dict:
+    return json.loads(json.dumps(fingerprint, sort_keys=True))

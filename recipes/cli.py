@@ -1,0 +1,233 @@
+"""What every command line shares, importable without TensorFlow.
+
+- `ArgumentParser`: argparse, but an error is one line, `error: ...`, exit 2.
+- `parse_image_size` / `image_size_arg`: `224`, `224,320` or `224x320`.
+- `quiet_tensorflow`: hides TensorFlow's C++ start-up chatter unless asked.
+- `load_model`: a `.keras` file or a `keras_vit.ViT(variant)`, one behaviour.
+- `fail`: the one-line error exit.
+
+Commands import TensorFlow only after their arguments are checked, so that
+`--help` and every argument error answer at once.
+
+Example:
+
+```python
+parser = ArgumentParser(prog="python -m recipes.x", description="...")
+parser.add_argument("--image-size", type=image_size_arg, default=None)
+args = parser.parse_args()
+quiet_tensorflow(args.verbose)
+```
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+EXIT_USAGE = 2  # A bad argument or config value, as argparse exits.
+EXIT_FAILED = 1  # The run itself failed (e.g. diverged).
+VERBOSE_ENV = "KERAS_VIT_VERBOSE"  # Set to 1 to keep TensorFlow's C++ logs.
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """`argparse.ArgumentParser` whose errors are one line (`error: ...`)."""
+
+    def error(self, message):
+        fail(f"{message} (see {self.prog} --help)")
+
+
+class CommandError(SystemExit):
+    """Exits with `code`; `str()` is the message (printed once, by `fail`)."""
+
+    def __init__(self, message: str, code: int = EXIT_USAGE):
+        super().__init__(code)
+        self.message = message
+
+    def __str__(self):
+        return self.message
+
+
+def fail(message: str, code: int = EXIT_USAGE):
+    """Prints `error: message` on stderr and exits with `code` (default 2).
+
+    Raises:
+        CommandError: a `SystemExit` with that code, whose `str()` is the
+            message.
+    """
+    print(f"error: {message}", file=sys.stderr, flush=True)  # noqa: T201
+    raise CommandError(message, code)
+
+
+def parse_image_size(text: str) -> tuple[int, int]:
+    """`"224"` -> `(224, 224)`; `"224,320"` or `"224x320"` -> `(224, 320)`.
+
+    Raises:
+        ValueError: not one or two positive integers.
+    """
+    parts = str(text).lower().replace("x", ",").split(",")
+    try:
+        sides = tuple(int(part) for part in parts)
+    except ValueError:
+        sides = ()
+    if len(sides) == 1:
+        sides *= 2
+    if len(sides) != 2 or min(sides) <= 0:
+        raise ValueError(f"not an image size: {text!r} (use 224, 224,320 or 224x320)")
+    return sides
+
+
+def image_size_arg(text: str) -> tuple[int, int]:
+    """`parse_image_size` as an argparse `type=`."""
+    try:
+        return parse_image_size(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def num_classes_arg(text: str) -> int:
+    """Class count for a built model: 0 means headless (`include_top=False`)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"not a class count: {text!r} (0 = no head)")
+    return value
+
+
+def add_model_arguments(parser: argparse.ArgumentParser, size_flag: str) -> None:
+    """`--model FILE | --variant V`, `--weights`, `--num-classes` and a size.
+
+    Args:
+        parser: The command's parser.
+        size_flag: The flag of the size `--variant` is built at (e.g.
+            `"--image-size"`); `224` or `224x320`, default 224.
+    """
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--model", help="a saved .keras model")
+    source.add_argument("--variant", help='a variant to build, e.g. "B/16" or "test/4"')
+    parser.add_argument(
+        "--weights",
+        help="weights for --variant: a keras_vit.weights tag or a checkpoint "
+        "file (.npz, .safetensors, .keras, .weights.h5)",
+    )
+    parser.add_argument(
+        "--num-classes",
+        type=num_classes_arg,
+        default=1000,
+        help="classes of --variant's head (default 1000); 0 builds no head "
+        "(include_top=False: the pooled features)",
+    )
+    parser.add_argument(
+        size_flag,
+        type=image_size_arg,
+        default=(224, 224),
+        help="the size --variant is built (and its weights trained) at: 224 or "
+        "224x320 (default 224)",
+    )
+
+
+def add_verbose_flag(parser: argparse.ArgumentParser) -> None:
+    """`--tf-logs`: keep TensorFlow's C++ logs (also `KERAS_VIT_VERBOSE=1`)."""
+    parser.add_argument(
+        "--tf-logs",
+        action="store_true",
+        help=f"show TensorFlow's C++ logs (or set {VERBOSE_ENV}=1)",
+    )
+
+
+def quiet_tensorflow(verbose: bool = False) -> None:
+    """Imports TensorFlow without its C++ start-up chatter (CUDA stubs,
+    oneDNN and CPU-feature notes), unless `verbose` or `KERAS_VIT_VERBOSE=1`.
+
+    Sets `TF_CPP_MIN_LOG_LEVEL=3` (unless set already) for later C++ logs
+    (e.g. the failed `cuInit` of a machine without a GPU).
+    TensorFlow 2.21 prints its first notes before that variable is read, so
+    the import itself runs with the process's stderr (file descriptor 2)
+    pointed at `/dev/null`; Python errors are raised after it is restored.
+    """
+    if verbose or os.environ.get(VERBOSE_ENV, "") not in ("", "0"):
+        return
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    if "tensorflow" in sys.modules:
+        return
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "w") as devnull:
+            os.dup2(devnull.fileno(), 2)
+            import tensorflow  # noqa: F401
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+def load_model(
+    path: str | None = None,
+    *,
+    variant: str | None = None,
+    weights: str | None = None,
+    num_classes: int = 1000,
+    image_size: int | tuple[int, int] | None = None,
+    channels: int = 3,
+    representation_size: int | None = None,
+):
+    """The model a command works on: a saved `.keras` file or a new ViT.
+
+    Args:
+        path: A `.keras` file written by `model.save` (a classifier, an
+            encoder, a masked-patch pre-training model). Loaded with
+            `compile=False`: no command needs the optimizer.
+        variant: Without `path`: the variant to build, e.g. `"B/16"`.
+        weights: For `variant`: a `keras_vit.weights` tag or a checkpoint
+            file (`.npz`, `.safetensors`, `.keras`, `.weights.h5`).
+        num_classes: For `variant`: the head's classes; 0 builds no head
+            (`include_top=False`, the pooled features). Defaults to 1000.
+        image_size: For `variant`, the size to build (default 224); for a
+            file, a size other than its own rebuilds it with resampled
+            position embeddings.
+        channels: For `variant`. Defaults to 3.
+        representation_size: `pre_logits` width for `variant`; by default
+            the weights tag's, if it has one.
+
+    Raises:
+        ValueError: a missing file, or neither `path` nor `variant`.
+    """
+    if not path and not variant:
+        raise ValueError("pass --model FILE.keras, or --variant (and --weights)")
+    if path and weights:
+        raise ValueError("--weights goes with --variant, not --model")
+    import keras
+
+    import keras_vit
+    import keras_vit.masked_patch  # noqa: F401  (registers its layers)
+
+    if path:
+        if not os.path.isfile(path):
+            raise ValueError(f"no model file at {path!r}")
+        model = keras.saving.load_model(path, compile=False)
+        if image_size is not None:
+            size = _pair(image_size)
+            if tuple(model.input_shape[1:3]) != size:
+                model = keras_vit.with_image_size(model, size)
+        return model
+    if representation_size is None and weights:
+        from keras_vit.weights import list_weights
+
+        known = [w for w in list_weights(variant) if w.tag == weights]
+        representation_size = known[0].representation_size if known else None
+    model = keras_vit.ViT(
+        variant,
+        num_classes=max(num_classes, 1),
+        include_top=num_classes > 0,
+        image_size=_pair(image_size or 224),
+        channels=channels,
+        representation_size=representation_size,
+        weights=weights or None,
+    )
+    return model
+
+
+def _pair(size) -> tuple[int, int]:
+    return (size, size) if isinstance(size, int) else tuple(size)

@@ -1,0 +1,306 @@
+"""The command lines: fast `--help`, one-line errors, shared conventions.
+
+Every command answers `--help` and every argument or config error without
+importing TensorFlow, in one line (`error: ...`, exit status 2, no
+traceback); they agree on image sizes (`224`, `224,320`, `224x320`), on
+`--num-classes 0` (no head) and on refusing to overwrite.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import time
+
+import numpy as np
+import pytest
+import reference
+
+import keras_vit
+from recipes import cli
+from recipes.configs import base
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+COMMANDS = (
+    "recipes.train",
+    "recipes.pretrain_masked",
+    "recipes.fewshot",
+    "recipes.analyze",
+    "recipes.export",
+    "recipes.convert",
+)
+
+# Runs each command line in this one process (so that TensorFlow's absence
+# can be checked in sys.modules) and prints one JSON line per command:
+# exit code, stdout lines, stderr text, seconds, whether TF got imported.
+_RUNNER = """
+import contextlib, io, json, runpy, sys, time
+
+for line in sys.stdin:
+    argv = json.loads(line)
+    out, err = io.StringIO(), io.StringIO()
+    sys.argv = [argv[0], *argv[1:]]
+    started = time.perf_counter()
+    code = 0
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            runpy.run_module(argv[0], run_name="__main__", alter_sys=True)
+        except SystemExit as exit:
+            code = exit.code
+        except BaseException as error:
+            import traceback
+            traceback.print_exc()
+            code = "raised"
+    print(json.dumps({
+        "argv": argv, "code": code, "out": out.getvalue(), "err": err.getvalue(),
+        "seconds": time.perf_counter() - started,
+        "tensorflow": "tensorflow" in sys.modules,
+    }), flush=True)
+"""
+
+
+def _run_all(command_lines, env=None):
+    process = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(_RUNNER)],
+        input="\n".join(json.dumps(argv) for argv in command_lines) + "\n",
+        cwd=ROOT,
+        env={**os.environ, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert process.returncode == 0, process.stderr[-3000:]
+    return [json.loads(line) for line in process.stdout.splitlines()]
+
+
+def test_help_answers_fast_without_tensorflow():
+    started = time.perf_counter()
+    results = _run_all([[command, "--help"] for command in COMMANDS])
+    assert len(results) == len(COMMANDS)
+    for result in results:
+        command = result["argv"][0]
+        assert result["code"] == 0, (command, result["err"])
+        assert result["out"].startswith(f"usage: python -m {command}"), command
+        assert not result["tensorflow"], f"{command} --help imported TensorFlow"
+    # All six, interpreter start included; TensorFlow alone takes ~5-15 s.
+    assert time.perf_counter() - started < 10
+
+
+@pytest.mark.parametrize(
+    "argv, expected",
+    [
+        (["recipes.train", "--set", "epochs=0"], "epochs=0: must be at least 1"),
+        (["recipes.train", "--set", "optimizer=lamb"], "optimizer='lamb'"),
+        (["recipes.train", "--strategy", "bogus"], "strategy='bogus'"),
+        (["recipes.train", "--set", "epoch=3"], "did you mean epochs"),
+        (["recipes.train", "--set", "image_size=0x5"], "not an image size"),
+        (["recipes.train", "--set", "learning_rate=-1"], "learning_rate=-1.0"),
+        (["recipes.train", "--set", "pooling=token", "--set", "class_token=False"],
+         "'token' pooling needs class_token=True"),
+        (["recipes.train", "--config", "masked_digits"], "not a TrainConfig"),
+        (["recipes.train", "--config", "nope"], "unknown config 'nope'"),
+        (["recipes.train", "--bogus"], "unrecognized arguments: --bogus"),
+        (["recipes.pretrain_masked", "--set", "mask_rate=0.95"], "random_rate"),
+        (["recipes.pretrain_masked", "--set", "label_smoothing=0.1"],
+         "unknown config key 'label_smoothing'"),
+        (["recipes.fewshot", "--variant", "test/4", "--image-size", "0"],
+         "not an image size"),
+        (["recipes.fewshot", "--variant", "test/4", "--shots", "1,x"], "--shots"),
+        (["recipes.analyze", "--variant", "test/4", "--images", "digits",
+          "--out", "x", "--only", "bogus"], "unknown analyses ['bogus']"),
+        (["recipes.export", "--variant", "test/4", "--name", "x", "--version", "0"],
+         "--version must be a positive integer"),
+        (["recipes.export", "--variant", "test/4", "--name", "x", "--version", "1",
+          "--num-classes", "-1"], "not a class count"),
+    ],
+)  # fmt: skip
+def test_errors_answer_in_one_line_before_tensorflow(argv, expected):
+    (result,) = _run_all([argv])
+    assert result["code"] == cli.EXIT_USAGE, result
+    message = result["err"].strip()
+    assert message.startswith("error: ") and len(message.splitlines()) == 1, message
+    assert expected in message and "Traceback" not in message
+    assert "total_steps" not in message
+    assert not result["tensorflow"], f"{argv} imported TensorFlow to say so"
+
+
+def test_class_names_that_do_not_fit_the_head_are_refused(tmp_path):
+    names = tmp_path / "names.txt"
+    names.write_text("cat\ndog\n")
+    (result,) = _run_all(
+        [
+            ["recipes.export", "--variant", "test/4", "--num-classes", "3",
+             "--class-names", str(names), "--name", "m", "--version", "1",
+             "--base-dir", str(tmp_path)],
+        ]
+    )  # fmt: skip
+    assert result["code"] == 2 and not result["tensorflow"]
+    assert result["err"] == "error: --class-names lists 2 names for --num-classes 3\n"
+    assert not (tmp_path / "m").exists()
+
+
+def test_convert_refuses_to_overwrite_and_errors_in_one_line(tmp_path, capsys):
+    from recipes import convert
+
+    params = reference.make_vit_checkpoint(
+        hidden_dim=32, depth=2, mlp_dim=64, num_heads=2, patch_size=8,
+        image_size=(32, 32), num_classes=10,
+    )  # fmt: skip
+    source = reference.save_npz(params, tmp_path / "in.npz")
+    out = tmp_path / "out.keras"
+    out.write_bytes(b"an older model")
+    with pytest.raises(SystemExit) as caught:
+        convert.main([source, str(out), "--variant", "test/8"])
+    assert caught.value.code == 2 and out.read_bytes() == b"an older model"
+    message = capsys.readouterr().err
+    assert message.startswith("error: ") and "--overwrite" in message
+    assert len(message.strip().splitlines()) == 1
+    for bad in (["--image-size", "32x"], ["--num-classes", "x"]):
+        with pytest.raises(SystemExit) as caught:
+            convert.main([source, str(out), *bad])
+        assert caught.value.code == 2
+        assert len(capsys.readouterr().err.strip().splitlines()) == 1
+
+    # --num-classes 0: the encoder alone, as `include_top=False` everywhere.
+    assert convert.main([source, str(out), "--num-classes", "0", "--overwrite"]) == 0
+    import keras
+
+    model = keras.saving.load_model(out)
+    assert "head" not in [layer.name for layer in model.layers]
+    assert convert.main([source, str(out), "--image-size", "32,48", "--overwrite"]) == 0
+    assert keras.saving.load_model(out).input_shape == (None, 32, 48, 3)
+
+
+def test_num_classes_zero_is_headless_in_every_command():
+    from recipes import analyze
+    from recipes import export
+
+    headless = cli.load_model(variant="test/4", num_classes=0, image_size=16)
+    assert "head" not in [layer.name for layer in headless.layers]
+    assert headless.output_shape == (None, 32)  # The pooled features.
+    for module, extra in (
+        (export, ["--name", "x", "--version", "1"]),
+        (analyze, ["--images", "digits", "--out", "x"]),
+    ):
+        args = module.build_parser().parse_args(
+            ["--variant", "test/4", "--num-classes", "0", *extra]
+        )
+        assert args.num_classes == 0
+
+
+def test_every_command_reads_image_sizes_the_same_way():
+    from recipes import analyze
+    from recipes import convert
+    from recipes import export
+    from recipes import fewshot
+
+    for text, size in (("16", (16, 16)), ("16,24", (16, 24)), ("16x24", (16, 24))):
+        assert cli.parse_image_size(text) == size
+        config = base.override(base.TrainConfig(), [f"image_size={text}"])
+        assert config.image_size in (size, size[0])  # A bare int stays an int.
+        masked = base.override(base.PretrainConfig(), [f"image_size={text}"])
+        assert masked.image_size == config.image_size
+        assert (
+            fewshot.parse_args(["--variant", "x", "--image-size", text]).image_size
+            == size
+        )
+        parsed = analyze.build_parser().parse_args(
+            ["--variant", "x", "--images", "d", "--out", "o", "--image-size", text]
+        )
+        assert parsed.image_size == size
+        parsed = export.build_parser().parse_args(
+            ["--variant", "x", "--name", "n", "--version", "1", "--image-size", text]
+        )
+        assert parsed.image_size == size
+        parsed = convert.build_parser().parse_args(
+            ["a.npz", "b.keras", "--image-size", text]
+        )
+        assert parsed.image_size == size
+    assert base.override(base.TrainConfig(), ["image_size=(16, 24)"]).image_size == (
+        16,
+        24,
+    )
+
+
+def test_the_config_layer_knows_the_trainers_choices():
+    from keras_vit import training
+    from keras_vit.training import precision
+    from keras_vit.training import schedules
+
+    assert base.OPTIMIZERS == training.OPTIMIZERS
+    assert base.STRATEGIES == training.STRATEGIES
+    assert base.SCHEDULES == schedules.DECAYS
+    assert base.PRECISIONS == precision.PRECISIONS
+
+
+def test_both_recipes_speak_one_config_language():
+    # Every keras_vit.ViT argument a recipe can use is a field of both.
+    not_settable = {
+        "num_classes",  # From the data.
+        "include_top",  # Recipes train a head (pre-training: its own).
+        "classifier_activation",  # Logits: the loss applies the softmax.
+        "include_preprocessing",  # The pipeline already gives [-1, 1].
+        "backbone",  # A hybrid is a variant: "R50+B/16".
+        "weights",  # `init_from` (train).
+        "name",
+    }
+    from keras_vit.masked_patch import masked_patch_model
+
+    arguments = set(inspect.signature(keras_vit.ViT).parameters) - not_settable
+    train_fields = {f.name for f in dataclasses.fields(base.TrainConfig)}
+    masked_fields = {f.name for f in dataclasses.fields(base.PretrainConfig)}
+    assert arguments <= train_fields
+    assert arguments - {"variant"} == set(base.TRAIN_VIT_FIELDS)  # All passed on.
+    # Pre-training takes every ViT argument its model builder takes.
+    masked_arguments = set(inspect.signature(masked_patch_model).parameters)
+    assert arguments & masked_arguments <= masked_fields
+    assert arguments & masked_arguments - {"variant"} == set(base.VIT_FIELDS)
+    assert {"class_token", "gelu_approximate", "attention_dropout_rate"} <= (
+        masked_fields
+    )
+    assert issubclass(base.PretrainConfig, base.RunConfig)
+    assert issubclass(base.TrainConfig, base.RunConfig)
+    shared = {f.name for f in dataclasses.fields(base.RunConfig)}
+    assert shared == train_fields & masked_fields
+
+    # The masked-patch configs moved to recipes/configs/ with their values.
+    digits = base.load_config("masked_digits", base.PretrainConfig)
+    assert (digits.variant, digits.image_size, digits.epochs) == ("Ti/4", 16, 30)
+    assert (digits.learning_rate, digits.warmup_steps, digits.random_flip) == (
+        1e-3,
+        200,
+        False,
+    )
+    paper = base.load_config("masked_b16_paper", base.PretrainConfig)
+    assert (paper.global_batch_size, paper.learning_rate, paper.optimizer) == (
+        4096,
+        2e-4,
+        "adam",
+    )
+    assert base.shipped_configs(base.PretrainConfig) == [
+        "masked_b16_paper",
+        "masked_digits",
+    ]
+    for name in base.shipped_configs(base.PretrainConfig):
+        module = __import__(f"recipes.configs.{name}", fromlist=["get_config"])
+        assert f"--config {name}" in module.__doc__ and "Hardware" in module.__doc__
+    with pytest.raises(base.ConfigError, match="drop_path_rate=1.5"):
+        base.override(digits, ["drop_path_rate=1.5"])
+
+
+def test_fingerprints_ignore_only_where_and_how_loudly_a_run_runs():
+    config = base.load_config("digits")
+    same = base.override(
+        config, ["verbose=0", "workdir='elsewhere'", "strategy=default"]
+    )
+    assert base.fingerprint(same) == base.fingerprint(config)
+    for change in ("variant=test/4", "learning_rate=0.1", "epochs=3", "seed=1",
+                   "dataset=cifar10", "image_size=32"):  # fmt: skip
+        other = base.override(config, [change])
+        assert base.fingerprint(other) != base.fingerprint(config), change
+    assert np.isfinite(config.learning_rate)
