@@ -7,6 +7,7 @@ import reference_cnn
 from helpers import assert_config_is_constructor_args
 from helpers import images
 
+import keras_vit
 from keras_vit.layers.conv_blocks import PreActBlock
 from keras_vit.layers.local_attention import WindowAttention2D
 from keras_vit.layers.local_attention import relative_position_index
@@ -584,3 +585,18 @@ def test_maps_smaller_than_window_or_kernel_build():
     assert att.window == (2, 2) and tuple(att.relative_position_bias.shape) == (3, 3)
     model = PreActResNet("mini", image_size=8, include_top=False, pooling=None)
     assert model.output_shape == (None, 1, 1, 128)
+
+
+def test_feature_extractor_is_one_contract_for_vits_and_cnns():
+    model = keras_vit.AlterNet("test", num_classes=3, image_size=16)
+    features = keras_vit.feature_extractor(model, blocks=[-1])
+    x = np.zeros((2, 16, 16, 3), "float32")
+    out = features(x)
+    direct = keras_vit.cnn_feature_extractor(model, blocks=[-1])(x)
+    assert set(out) == set(direct) == {"pooled", "features", "block_2"}
+    for key in out:
+        np.testing.assert_array_equal(np.asarray(out[key]), np.asarray(direct[key]))
+    inputs = keras.Input((4, 4, 3))
+    other = keras.Model(inputs, keras.layers.Dense(2)(inputs), name="plain")
+    with pytest.raises(ValueError, match="'plain' has no 'stage"):
+        keras_vit.feature_extractor(other)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import keras
 
+from keras_vit.models.layout import LayoutError
 from keras_vit.models.layout import ViTLayout
 
 
@@ -36,8 +37,14 @@ def feature_extractor(
     - `"block_{i}"`: the output of Transformer block `i`, before the final
       LayerNorm, `(batch, prefix + patches, dim)`.
 
+    A `keras_vit.PreActResNet` or `keras_vit.AlterNet` gets the same
+    contract from `keras_vit.models.cnn_feature_extractor`: `"pooled"`,
+    `"block_{i}"` for every block in order of depth, and (for
+    `include_tokens`) `"features"`, the final activated map.
+
     Args:
-        model: A model built by `keras_vit.ViT` (or a loaded copy).
+        model: A model built by `keras_vit.ViT` (or a loaded copy), or a
+            pre-activation ResNet or AlterNet.
         blocks: Block indices to expose (negative indices count from the
             end), `"all"` (default), or `None` for none.
         include_pooled: Expose `"pooled"`. Defaults to `True`.
@@ -51,7 +58,14 @@ def feature_extractor(
     out = features(images)  # {"pooled", "tokens", "block_11", "block_8"}
     ```
     """
-    layout = ViTLayout.of(model)
+    try:
+        layout = ViTLayout.of(model)
+    except LayoutError:
+        from keras_vit.models.cnn import cnn_feature_extractor
+        from keras_vit.models.cnn_layout import CNNLayout
+
+        CNNLayout.of(model)  # raises for a model of neither kind
+        return cnn_feature_extractor(model, blocks, include_pooled, include_tokens)
     outputs = {}
     if include_pooled:
         if layout.pooled_name is None:
