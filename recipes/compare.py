@@ -31,7 +31,7 @@ and cosine decay, label smoothing 0.1, crops of 60-100% of the area, no
 flips; 3 seeds. The analyses use the 360 test images; the Hessian 4
 batches of 32 training images per seed.
 
-Time, measured on this project's machine (2 cores of an AMD EPYC Zen 4,
+Time, measured on this project's machine (2 cores of an AMD EPYC Zen 5,
 2026-11-23) while other jobs shared the cores (load average 7-9; the
 command got 62% of one core on average): 16 min 19 s wall, 10 min 13 s CPU
 (568.6 s user + 44.1 s system). On 2 idle cores the wall time should lie

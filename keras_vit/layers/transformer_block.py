@@ -14,6 +14,8 @@ from keras_vit.layers.layer_scale import LayerScale
 LAYER_NORM_EPSILON = 1e-6
 _SQRT_HALF = 0.7071067811865476
 MLP_KINDS = ("gelu", "swiglu")
+# The sublayers `model.quantize` can change (see `sublayer_dtypes`).
+SUBLAYERS_WITH_DTYPES = ("attention", "mlp_dense_1", "mlp_dense_2")
 
 
 def gelu(x, approximate: bool = False, training: bool | None = None):
@@ -78,6 +80,11 @@ class TransformerBlock(keras.layers.Layer):
             `"swiglu"`: `Dense(2 * mlp_dim)`, split in halves `a, b`,
             `silu(a) * b`, then `Dense(dim)` (timm's `SwiGLUPacked`, used by
             DINOv2-g).
+        sublayer_dtypes: `{sublayer name: dtype policy name}` for the
+            sublayers whose policy differs from the block's, e.g.
+            `{"attention": "int8_from_float32"}`. `model.quantize` changes
+            the sublayers' policies; `get_config` records them here, so that
+            a saved quantized model is rebuilt quantized. Defaults to `None`.
         **kwargs: Base layer keyword arguments, such as `name` and `dtype`.
 
     Call arguments:
@@ -121,6 +128,7 @@ class TransformerBlock(keras.layers.Layer):
         layer_scale_init: float | None = None,
         qk_norm: bool = False,
         mlp: str = "gelu",
+        sublayer_dtypes: dict[str, str] | None = None,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -141,7 +149,18 @@ class TransformerBlock(keras.layers.Layer):
         self.layer_norm_epsilon = float(layer_norm_epsilon)
         self.gelu_approximate = bool(gelu_approximate)
 
+        self.sublayer_dtypes = dict(sublayer_dtypes or {})
+        unknown = set(self.sublayer_dtypes) - set(SUBLAYERS_WITH_DTYPES)
+        if unknown:
+            raise ValueError(
+                f"`sublayer_dtypes` names unknown sublayers {sorted(unknown)}; "
+                f"known: {SUBLAYERS_WITH_DTYPES}."
+            )
         policy = self.dtype_policy
+
+        def dtype_of(name):
+            return self.sublayer_dtypes.get(name, policy)
+
         self.norm_1 = LayerNorm(
             epsilon=self.layer_norm_epsilon, name="norm_1", dtype=policy
         )
@@ -150,7 +169,7 @@ class TransformerBlock(keras.layers.Layer):
             attention_dropout_rate=self.attention_dropout_rate,
             qk_norm=self.qk_norm,
             name="attention",
-            dtype=policy,
+            dtype=dtype_of("attention"),
         )
         self.attention_output_dropout = keras.layers.Dropout(
             self.dropout_rate, name="attention_output_dropout", dtype=policy
@@ -164,7 +183,7 @@ class TransformerBlock(keras.layers.Layer):
             kernel_initializer="glorot_uniform",
             bias_initializer=keras.initializers.RandomNormal(stddev=1e-6),
             name="mlp_dense_1",
-            dtype=policy,
+            dtype=dtype_of("mlp_dense_1"),
         )
         self.mlp_dropout_1 = keras.layers.Dropout(
             self.dropout_rate, name="mlp_dropout_1", dtype=policy
@@ -189,7 +208,7 @@ class TransformerBlock(keras.layers.Layer):
             kernel_initializer="glorot_uniform",
             bias_initializer=keras.initializers.RandomNormal(stddev=1e-6),
             name="mlp_dense_2",
-            dtype=self.dtype_policy,
+            dtype=self.sublayer_dtypes.get("mlp_dense_2", self.dtype_policy),
         )
         self.mlp_dense_2.build((*input_shape[:-1], self.mlp_dim))
         if self.layer_scale_init is not None:
@@ -287,4 +306,12 @@ class TransformerBlock(keras.layers.Layer):
                 "mlp": self.mlp,
             }
         )
+        own = self.dtype_policy.name
+        dtypes = dict(self.sublayer_dtypes)
+        for name in SUBLAYERS_WITH_DTYPES:
+            layer = getattr(self, name, None)
+            if layer is not None and layer.dtype_policy.name != own:
+                dtypes[name] = layer.dtype_policy.name
+        if dtypes:  # Only a block with quantized sublayers says so.
+            config["sublayer_dtypes"] = dtypes
         return config

@@ -7,6 +7,8 @@ once, and an encoder trained in one model loads into the other by name.
 
 from __future__ import annotations
 
+import contextlib
+
 import keras
 
 from keras_vit.layers import AddPositionEmbedding
@@ -68,6 +70,7 @@ def encode(
     qk_norm: bool = False,
     mlp: str = "gelu",
     final_norm: bool = True,
+    remat: bool = False,
 ):
     """Patch embeddings `(B, N, D)` -> encoded tokens `(B, prefix + N, D)`.
 
@@ -82,7 +85,8 @@ def encode(
     `drop_path_rate * i / (L - 1)`. With a `grid_source` (what the patch
     embedding ran on), the position embedding of `image_size`'s grid is
     resampled in the graph to each input's grid (`resample_method`): a
-    dynamic-size model.
+    dynamic-size model. With `remat`, the blocks are built in a
+    `keras.RematScope` naming each: recomputed in the backward pass.
     """
     size = spec.variant
     grid = tuple(s // spec.total_stride for s in image_size)
@@ -116,18 +120,25 @@ def encode(
         x = RegisterTokens(num_registers, leading, name=names.REGISTER_TOKENS)(x)
     x = keras.layers.Dropout(dropout_rate, name=names.POSEMB_DROPOUT)(x)
     for i in range(size.depth):
-        x = TransformerBlock(
-            num_heads=size.num_heads,
-            mlp_dim=size.mlp_dim,
-            dropout_rate=dropout_rate,
-            attention_dropout_rate=attention_dropout_rate,
-            drop_path_rate=drop_path_rate * i / max(size.depth - 1, 1),
-            gelu_approximate=gelu_approximate,
-            layer_scale_init=layer_scale_init,
-            qk_norm=qk_norm,
-            mlp=mlp,
-            name=names.block_name(i),
-        )(x)
+        # Only the block itself is recomputed (its sublayers, built inside
+        # the scope too, are not named): one recomputation per block.
+        scope = keras.RematScope(
+            mode="list_of_layers", layer_names=[names.block_name(i)]
+        )
+        with scope if remat else contextlib.nullcontext():
+            block = TransformerBlock(
+                num_heads=size.num_heads,
+                mlp_dim=size.mlp_dim,
+                dropout_rate=dropout_rate,
+                attention_dropout_rate=attention_dropout_rate,
+                drop_path_rate=drop_path_rate * i / max(size.depth - 1, 1),
+                gelu_approximate=gelu_approximate,
+                layer_scale_init=layer_scale_init,
+                qk_norm=qk_norm,
+                mlp=mlp,
+                name=names.block_name(i),
+            )
+        x = block(x)  # (B, prefix + N, D)
     if not final_norm:
         return x  # (B, prefix + N, D)
     norm = keras.layers.LayerNormalization(

@@ -50,6 +50,7 @@ def ViT(  # noqa: N802
     fc_norm: bool = False,
     distillation: bool = False,
     mlp: str = "gelu",
+    remat: bool = False,
     weights: str | None = None,
     name: str | None = None,
 ) -> keras.Model:
@@ -139,6 +140,12 @@ def ViT(  # noqa: N802
             Defaults to `False`.
         mlp: The blocks' MLP: `"gelu"` (default) or `"swiglu"` (DINOv2-g;
             `mlp_dim` is then the width after the gate).
+        remat: Rematerialise each Transformer block in training: its
+            activations are recomputed in the backward pass instead of kept
+            (`keras.RematScope(mode="list_of_layers")` naming each block), less memory
+            for more compute. Outputs and gradients are unchanged. Not part
+            of the saved config: a reloaded model runs without it. Defaults
+            to `False`.
         weights: A pretrained tag or a checkpoint path, loaded with
             `keras_vit.weights.load_weights` (position embeddings resampled
             to `image_size`, head replaced when `num_classes` differs).
@@ -203,6 +210,7 @@ def ViT(  # noqa: N802
         qk_norm=qk_norm,
         mlp=mlp,
         final_norm=not fc_norm,
+        remat=remat,
     )  # (B, prefix + N, D)
 
     prefix = int(class_token) + int(distillation) + int(num_registers)

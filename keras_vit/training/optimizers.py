@@ -43,18 +43,64 @@ class _SummedGradientClipping(ClipGradientsHook):
         return [None if g is None else g * tf.cast(scale, g.dtype) for g in grads]
 
 
+class _LayerwiseRates:
+    """Multiplies the learning rate of each variable by its own factor.
+
+    `lr_multipliers` maps variable paths (`variable.path`) to factors, e.g.
+    from `keras_vit.finetune.layer_decay_multipliers`; variables not named
+    keep the base rate. The factor scales the rate passed to `update_step`,
+    so it works for SGD and Adam alike (scaling gradients would be a no-op
+    for Adam, which divides them by their own scale), after clipping and
+    before the EMA. Decoupled weight decay keeps the base rate.
+    """
+
+    def __init__(self, *args, lr_multipliers: dict[str, float] | None = None, **kw):
+        super().__init__(*args, **kw)
+        self.lr_multipliers = {
+            str(k): float(v) for k, v in (lr_multipliers or {}).items()
+        }
+        bad = {k: v for k, v in self.lr_multipliers.items() if not v >= 0}
+        if bad:
+            raise ValueError(f"`lr_multipliers` must be >= 0. Received: {bad}")
+
+    def build(self, variables):
+        super().build(variables)
+        paths = [getattr(v, "path", None) for v in variables]
+        if self.lr_multipliers and not set(paths) & set(self.lr_multipliers):
+            # Multipliers that reach no variable would silently do nothing.
+            example = next(iter(self.lr_multipliers))
+            raise ValueError(
+                "`lr_multipliers` names none of the trained variables (e.g. "
+                f"{example!r}); build them from the model being trained."
+            )
+        self._rate_scales = [self.lr_multipliers.get(p, 1.0) for p in paths]
+
+    def update_step(self, gradient, variable, learning_rate):
+        if self.lr_multipliers:
+            scale = self._rate_scales[self._get_variable_index(variable)]
+            if scale != 1.0:
+                learning_rate = learning_rate * scale
+        return super().update_step(gradient, variable, learning_rate)
+
+    def get_config(self):
+        config = super().get_config()
+        if self.lr_multipliers:
+            config["lr_multipliers"] = dict(self.lr_multipliers)
+        return config
+
+
 @keras.saving.register_keras_serializable(package="keras_vit")
-class AdamW(_SummedGradientClipping, keras.optimizers.AdamW):
+class AdamW(_LayerwiseRates, _SummedGradientClipping, keras.optimizers.AdamW):
     """`keras.optimizers.AdamW` with replica-independent global-norm clipping."""
 
 
 @keras.saving.register_keras_serializable(package="keras_vit")
-class Adam(_SummedGradientClipping, keras.optimizers.Adam):
+class Adam(_LayerwiseRates, _SummedGradientClipping, keras.optimizers.Adam):
     """`keras.optimizers.Adam` with replica-independent global-norm clipping."""
 
 
 @keras.saving.register_keras_serializable(package="keras_vit")
-class SGD(_SummedGradientClipping, keras.optimizers.SGD):
+class SGD(_LayerwiseRates, _SummedGradientClipping, keras.optimizers.SGD):
     """`keras.optimizers.SGD` with replica-independent global-norm clipping."""
 
 
@@ -69,6 +115,7 @@ def make_optimizer(
     global_clipnorm: float | None = 1.0,
     ema_momentum: float | None = None,
     no_weight_decay: tuple[str, ...] = NO_WEIGHT_DECAY,
+    lr_multipliers: dict[str, float] | None = None,
 ) -> keras.optimizers.Optimizer:
     """Builds one of the paper's optimizers.
 
@@ -99,6 +146,9 @@ def make_optimizer(
         ema_momentum: Polyak averaging factor, e.g. 0.9999; `None` (default)
             turns it off.
         no_weight_decay: Variable-name patterns excluded from weight decay.
+        lr_multipliers: `{variable path: factor}` of the learning rate, e.g.
+            layer-wise decay from `keras_vit.finetune.layer_decay_multipliers`.
+            Defaults to `None` (one rate).
 
     Returns:
         A `keras.optimizers.Optimizer`.
@@ -121,6 +171,7 @@ def make_optimizer(
         global_clipnorm=global_clipnorm,
         use_ema=ema_momentum is not None,
         ema_momentum=0.99 if ema_momentum is None else float(ema_momentum),
+        lr_multipliers=lr_multipliers,
     )
     if name == "adamw":
         optimizer = AdamW(

@@ -109,7 +109,7 @@ def read_checkpoint(
     if path.endswith(KERAS_SUFFIXES):
         return from_keras_file(path, model)
     if _sniff(path) == "npz":
-        return Checkpoint(npz.read_npz(path), source=path)
+        return Checkpoint(_from_npz(path, layout), source=path)
     params = _from_safetensors(path, layout)
     return Checkpoint(npz.normalize(params), source=path)
 
@@ -117,10 +117,21 @@ def read_checkpoint(
 def _from_safetensors(path: str, layout: dict) -> dict:
     """A timm or Hugging Face `.safetensors` file in the original layout."""
     tensors = safetensors.read_safetensors(path)
-    num_heads = next(
+    return safetensors.to_original_layout(tensors, _heads(layout))
+
+
+def _from_npz(path: str, layout: dict) -> dict:
+    """An original or big_vision (`params/img/...`) `.npz` in the original layout."""
+    params = npz.read_npz(path)
+    if safetensors.is_big_vision(params):
+        params = npz.normalize(safetensors.to_original_layout(params, _heads(layout)))
+    return params
+
+
+def _heads(layout: dict) -> int | None:
+    return next(
         (t.shape[1] for k, t in layout.items() if k.endswith("/query/kernel")), None
     )
-    return safetensors.to_original_layout(tensors, num_heads)
 
 
 def _from_tag(tag: str, layout: dict, cache_dir, variant=None) -> Checkpoint:
@@ -132,7 +143,7 @@ def _from_tag(tag: str, layout: dict, cache_dir, variant=None) -> Checkpoint:
     if _sniff(file) == "safetensors":
         params = npz.normalize(_from_safetensors(file, layout))
     else:
-        params = npz.read_npz(file)
+        params = _from_npz(file, layout)
     return Checkpoint(
         params,
         grid_size=(entry.image_size // stride,) * 2,  # the files' grids are square

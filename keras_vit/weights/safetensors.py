@@ -132,6 +132,10 @@ def _linear(weight):  # (out, in) -> (in, out)
     return np.transpose(weight)
 
 
+def _batched(table):  # (N, D) -> (1, N, D)
+    return table[None] if table.ndim == 2 else table
+
+
 def _conv(weight):  # (out, in, h, w) -> (h, w, in, out)
     return np.transpose(weight, (2, 3, 1, 0))
 
@@ -228,42 +232,100 @@ _TIMM = (
 
 # Hugging Face `ViTModel` / `ViTForImageClassification`: the hub layout
 # (`encoder.layer.{i}.attention.attention.query`) and the in-memory names of
-# transformers 5 (`layers.{i}.attention.q_proj`).
-_H = r"(?:encoder\.layer|layers)\.(?P<i>\d+)\."
-_QKV_NAME = r"attention\.(?:attention\.(?P<qkv>query|key|value)|(?P<p>[qkv])_proj)"
+# transformers 5 (`layers.{i}.attention.q_proj`); `Dinov2Model` /
+# `Dinov2WithRegistersModel` (`norm1`, `layer_scale1.lambda1`, `mlp.fc1` or
+# the SwiGLU `mlp.weights_in`); `SiglipVisionModel` (`encoder.layers.{i}`,
+# `self_attn.q_proj`, a position table without batch axis, and the
+# attention-pooling `head` with torch's packed `in_proj_weight`).
+_H = r"(?:encoder\.layers?|layers)\.(?P<i>\d+)\."
+_QKV_NAME = (
+    r"(?:attention\.attention\.(?P<qkv>query|key|value)"
+    r"|(?:attention|self_attn)\.(?P<p>[qkv])_proj)"
+)
+_OUT_NAME = r"(?:attention\.(?:output\.dense|o_proj)|self_attn\.out_proj)"
+_FC1_NAME = r"(?:intermediate\.dense|mlp\.fc1|mlp\.weights_in)"
+_FC2_NAME = r"(?:output\.dense|mlp\.fc2|mlp\.weights_out)"
+_HEAD = r"head\."
 _HF = (
     (r"embeddings\.cls_token", "cls", None),
     (r"embeddings\.position_embeddings", "Transformer/posembed_input/pos_embedding",
      None),
     (r"embeddings\.patch_embeddings\.projection\.weight", "embedding/kernel", _conv),
     (r"embeddings\.patch_embeddings\.projection\.bias", "embedding/bias", None),
-    (_H + r"layernorm_before\.weight", _LN0 + "/scale", None),
-    (_H + r"layernorm_before\.bias", _LN0 + "/bias", None),
-    (_H + r"layernorm_after\.weight", _LN2 + "/scale", None),
-    (_H + r"layernorm_after\.bias", _LN2 + "/bias", None),
+    (r"embeddings\.patch_embedding\.weight", "embedding/kernel", _conv),
+    (r"embeddings\.patch_embedding\.bias", "embedding/bias", None),
+    (r"embeddings\.position_embedding\.weight",
+     "Transformer/posembed_input/pos_embedding", _batched),
+    (r"embeddings\.register_tokens", "reg", None),
+    (r"embeddings\.mask_token", "dropped", None),  # pre-training only
+    (_H + r"(?:layernorm_before|norm1|layer_norm1)\.weight", _LN0 + "/scale", None),
+    (_H + r"(?:layernorm_before|norm1|layer_norm1)\.bias", _LN0 + "/bias", None),
+    (_H + r"(?:layernorm_after|norm2|layer_norm2)\.weight", _LN2 + "/scale", None),
+    (_H + r"(?:layernorm_after|norm2|layer_norm2)\.bias", _LN2 + "/bias", None),
     (_H + _QKV_NAME + r"\.weight", _MHA + "/{qkv}/kernel", "heads"),
     (_H + _QKV_NAME + r"\.bias", _MHA + "/{qkv}/bias", "head_bias"),
-    (_H + r"attention\.(?:output\.dense|o_proj)\.weight", _MHA + "/out/kernel",
-     _out_proj),
-    (_H + r"attention\.(?:output\.dense|o_proj)\.bias", _MHA + "/out/bias", None),
-    (_H + r"(?:intermediate\.dense|mlp\.fc1)\.weight", _FC0 + "/kernel", _linear),
-    (_H + r"(?:intermediate\.dense|mlp\.fc1)\.bias", _FC0 + "/bias", None),
-    (_H + r"(?:output\.dense|mlp\.fc2)\.weight", _FC1 + "/kernel", _linear),
-    (_H + r"(?:output\.dense|mlp\.fc2)\.bias", _FC1 + "/bias", None),
-    (r"layernorm\.weight", "Transformer/encoder_norm/scale", None),
-    (r"layernorm\.bias", "Transformer/encoder_norm/bias", None),
+    (_H + _OUT_NAME + r"\.weight", _MHA + "/out/kernel", _out_proj),
+    (_H + _OUT_NAME + r"\.bias", _MHA + "/out/bias", None),
+    (_H + r"layer_scale1\.lambda1", _BLOCK + "/LayerScale_0/scale", None),
+    (_H + r"layer_scale2\.lambda1", _BLOCK + "/LayerScale_1/scale", None),
+    (_H + _FC1_NAME + r"\.weight", _FC0 + "/kernel", _linear),
+    (_H + _FC1_NAME + r"\.bias", _FC0 + "/bias", None),
+    (_H + _FC2_NAME + r"\.weight", _FC1 + "/kernel", _linear),
+    (_H + _FC2_NAME + r"\.bias", _FC1 + "/bias", None),
+    (r"(?:layernorm|post_layernorm)\.weight", "Transformer/encoder_norm/scale", None),
+    (r"(?:layernorm|post_layernorm)\.bias", "Transformer/encoder_norm/bias", None),
+    # SigLIP's `SiglipMultiheadAttentionPoolingHead` -> big_vision's `MAPHead`.
+    (_HEAD + r"probe", _MAP + "/probe", None),
+    (_HEAD + r"attention\.in_proj_weight", "map-qkv-weight", None),
+    (_HEAD + r"attention\.in_proj_bias", "map-qkv-bias", None),
+    (_HEAD + r"attention\.out_proj\.weight", _MAP_MHA + "/out/kernel", _out_proj),
+    (_HEAD + r"attention\.out_proj\.bias", _MAP_MHA + "/out/bias", None),
+    (_HEAD + r"layernorm\.weight", _MAP + "/LayerNorm_0/scale", None),
+    (_HEAD + r"layernorm\.bias", _MAP + "/LayerNorm_0/bias", None),
+    (_HEAD + r"mlp\.fc1\.weight", _MAP + "/MlpBlock_0/Dense_0/kernel", _linear),
+    (_HEAD + r"mlp\.fc1\.bias", _MAP + "/MlpBlock_0/Dense_0/bias", None),
+    (_HEAD + r"mlp\.fc2\.weight", _MAP + "/MlpBlock_0/Dense_1/kernel", _linear),
+    (_HEAD + r"mlp\.fc2\.bias", _MAP + "/MlpBlock_0/Dense_1/bias", None),
     (r"pooler\.dense\.weight", "pre_logits/kernel", _linear),
     (r"pooler\.dense\.bias", "pre_logits/bias", None),
     (r"classifier\.weight", "head/kernel", _linear),
     (r"classifier\.bias", "head/bias", None),
 )  # fmt: skip
 
+# big_vision's `models/vit.py` under the image tower of
+# `proj/image_text/two_towers.py` (`params/img/...`): the position table at
+# the top (`pos_embedding`), blocks numbered `LayerNorm_0/1`,
+# `MultiHeadDotProductAttention_0`, `MlpBlock_0`, and the `MAPHead_0` of
+# `pool_type="map"` in the original layout already. Kernels are Flax's: no
+# transposition. A scanned model (`encoderblock/`, stacked over depth) is
+# unstacked first (`_unscan`).
+_B = r"Transformer/encoderblock_(?P<i>\d+)/"
+_BIG_VISION = (
+    (r"embedding/(?P<leaf>kernel|bias)", "embedding/{leaf}", None),
+    (r"cls", "cls", None),
+    (r"pos_embedding", "Transformer/posembed_input/pos_embedding", None),
+    (_B + r"LayerNorm_0/(?P<leaf>scale|bias)", _LN0 + "/{leaf}", None),
+    (_B + r"LayerNorm_1/(?P<leaf>scale|bias)", _LN2 + "/{leaf}", None),
+    (_B + r"MultiHeadDotProductAttention_0/(?P<leaf>(?:query|key|value|out)/"
+     r"(?:kernel|bias))", _MHA + "/{leaf}", None),
+    (_B + r"MlpBlock_0/(?P<leaf>Dense_[01]/(?:kernel|bias))",
+     _BLOCK + "/MlpBlock_3/{leaf}", None),
+    (r"Transformer/encoder_norm/(?P<leaf>scale|bias)",
+     "Transformer/encoder_norm/{leaf}", None),
+    (r"(?P<leaf>MAPHead_0/.+)", "{leaf}", None),
+    (r"head/(?P<leaf>kernel|bias)", "head/{leaf}", None),
+)  # fmt: skip
+_BIG_VISION_PREFIX = re.compile(r"^(?:params/)?img/")
+# The other parts of a two-towers checkpoint: the text tower and the
+# temperature / bias of the sigmoid loss.
+_BIG_VISION_OTHER = re.compile(r"^(?:params/)?(?:txt/|t$|b$)")
+
 _QKV = {"q": "query", "k": "key", "v": "value"}
 _INDEX_SHIFT = ("s", "u")  # timm counts stages and units from 0, the original from 1
 
 
 def detect_layout(tensors) -> str:
-    """Returns `"timm"` or `"huggingface"` for a safetensors key set.
+    """Returns `"timm"`, `"huggingface"` or `"big_vision"` for a key set.
 
     Raises:
         CheckpointError: for any other key layout.
@@ -271,14 +333,21 @@ def detect_layout(tensors) -> str:
     keys = list(tensors)
     if any(k == "pos_embed" or k.startswith(("blocks.", "patch_embed.")) for k in keys):
         return "timm"
-    if any("embeddings.patch_embeddings" in k for k in keys):
+    if any("embeddings.patch_embedding" in k for k in keys):
         return "huggingface"
+    if is_big_vision(keys):
+        return "big_vision"
     raise CheckpointError(
         "Unrecognised safetensors key layout: expected timm (`pos_embed`, "
         "`blocks.0.attn.qkv.weight`, ...) or Hugging Face "
         "(`vit.embeddings.patch_embeddings...`) keys. First keys: "
         f"{keys[:5]}"
     )
+
+
+def is_big_vision(keys) -> bool:
+    """Whether checkpoint keys are a big_vision two-towers image tower."""
+    return any(_BIG_VISION_PREFIX.match(k) for k in keys)
 
 
 def to_original_layout(
@@ -299,13 +368,21 @@ def to_original_layout(
         `{key: array}` in the original `.npz` layout.
     """
     layout = detect_layout(tensors)
-    rules = _TIMM if layout == "timm" else _HF
+    rules = {"timm": _TIMM, "huggingface": _HF, "big_vision": _BIG_VISION}[layout]
     compiled = [(re.compile(pattern), key, convert) for pattern, key, convert in rules]
+    if layout == "big_vision":
+        tensors = _unscan(
+            {
+                _BIG_VISION_PREFIX.sub("", k): v
+                for k, v in tensors.items()
+                if not _BIG_VISION_OTHER.match(k)
+            }
+        )
     out = {}
     for name, value in tensors.items():
         stripped = name
         if layout == "huggingface":
-            stripped = re.sub(r"^(?:vit\.|model\.)", "", name)
+            stripped = re.sub(r"^(?:vit\.|model\.|dinov2\.|vision_model\.)", "", name)
         for regex, template, convert in compiled:
             match = regex.fullmatch(stripped)
             if match is None:
@@ -322,6 +399,11 @@ def to_original_layout(
             if template in ("kv-weight", "kv-bias"):
                 out.update(_split_kv(value, template, num_heads))
                 break
+            if template in ("map-qkv-weight", "map-qkv-bias"):
+                out.update(_split_map_qkv(value, template, num_heads))
+                break
+            if template == "dropped":
+                break
             key = template.format(**groups)
             if convert == "heads":
                 value = _heads(value, num_heads)
@@ -335,6 +417,57 @@ def to_original_layout(
             break
         else:
             out[name] = value
+    if layout == "huggingface" and any("layer_scale1.lambda1" in k for k in tensors):
+        _fold_class_position(out)
+    return out
+
+
+def _fold_class_position(params: dict) -> None:
+    """HF DINOv2: the class token's position row moves into the token.
+
+    Hugging Face's `Dinov2Model` keeps a class-token row in its position
+    table; the DINOv2 family here (as timm) has a table of the patches only
+    (`no_embed_class`). Adding the row to the class token once is exact: the
+    class token is the same for every image, and the registers are inserted
+    after the position embedding in both.
+    """
+    key = "Transformer/posembed_input/pos_embedding"
+    table, cls = params.get(key), params.get("cls")
+    if (
+        table is None
+        or cls is None
+        or table.ndim != 3
+        or cls.shape != table[:, :1].shape
+    ):
+        return  # left as it is: the strict check reports the shapes
+    params["cls"] = cls + table[:, :1]
+    params[key] = table[:, 1:]
+
+
+def _unscan(tensors: dict) -> dict:
+    """big_vision's scanned `Transformer/encoderblock/...` -> one key per block."""
+    out = {}
+    for key, value in tensors.items():
+        prefix = "Transformer/encoderblock/"
+        if not key.startswith(prefix):
+            out[key] = value
+            continue
+        for i, part in enumerate(np.asarray(value)):
+            out[f"Transformer/encoderblock_{i}/{key[len(prefix) :]}"] = part
+    return out
+
+
+def _split_map_qkv(value, kind, num_heads):
+    """SigLIP's packed `in_proj` `(3D, D)` / `(3D,)` -> the MAP head's q, k, v."""
+    if value.shape[0] % 3:
+        return {f"{_MAP_MHA}/in_proj/{kind}": value}  # reported as unexpected
+    out = {}
+    names = ("query", "key", "value")
+    for name, part in zip(names, np.split(value, 3, axis=0), strict=True):
+        if kind == "map-qkv-weight":
+            out[f"{_MAP_MHA}/{name}/kernel"] = _heads(part, num_heads)
+        else:
+            out[f"{_MAP_MHA}/{name}/bias"] = _head_bias(part, num_heads)
     return out
 
 

@@ -1,0 +1,249 @@
+"""Fine-tuning one-liners: LoRA adapters, their files and merge, layer-wise rates.
+
+Each works on any keras_vit ViT (described by `keras_vit.models.ViTLayout`)
+and builds on Keras 3's own primitives: `Dense.enable_lora` for the MLP,
+`MultiHeadSelfAttention.enable_lora` (the same contract for the fused
+kernels), the optimizers' per-variable rates (`make_optimizer`'s
+`lr_multipliers`). Quantization is Keras's `model.quantize("int8")`, which
+reaches the attention layers too; remat is `keras_vit.ViT(..., remat=True)`.
+See `docs/finetuning.md` for the measured trade-offs.
+
+Example:
+
+```python
+model = keras_vit.ViT("test/4", image_size=16, num_classes=3)
+keras_vit.finetune.enable_lora(model, rank=4, alpha=8)
+# ... train: only the adapters and the head are trainable ...
+keras_vit.finetune.save_lora_weights(model, "adapters.npz")
+plain = keras_vit.finetune.merge_lora(model)  # for keras_vit.export.export
+```
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+
+import keras
+import numpy as np
+
+from keras_vit.layers.attention import QKV
+from keras_vit.layers.attention import MultiHeadSelfAttention
+from keras_vit.models.layout import HEAD_LAYERS
+from keras_vit.models.layout import ViTLayout
+
+LORA_TARGETS = ("qkv", "query", "key", "value", "out", "mlp")
+_LORA_KEYS = ("lora_rank", "lora_alpha", "lora_targets")
+
+
+def _attention_targets(targets) -> tuple[str, ...]:
+    names = []
+    for target in targets:
+        names += list(QKV) if target == "qkv" else [target]
+    return tuple(n for n in ("query", "key", "value", "out") if n in names)
+
+
+def _is_adapter(variable) -> bool:
+    return "lora_kernel" in variable.name
+
+
+def _head_variables(model):
+    return [
+        v for layer in model.layers if layer.name in HEAD_LAYERS for v in layer.weights
+    ]
+
+
+def enable_lora(
+    model: keras.Model,
+    rank: int = 8,
+    alpha: float = 16.0,
+    targets=("qkv", "out", "mlp"),
+) -> keras.Model:
+    """Adds LoRA adapters to every block and freezes everything else but the head.
+
+    Each targeted projection `W` becomes `W + (alpha / rank) A B` with `B`
+    zero-initialised (the model's outputs are unchanged until training),
+    following Keras's `Dense.enable_lora`. Afterwards only the adapters and
+    the head layers (`head`, `pre_logits`, `head_dist`) are trainable.
+
+    Args:
+        model: A keras_vit ViT, built.
+        rank: The adapters' rank. Defaults to 8.
+        alpha: Scale numerator. Defaults to 16.
+        targets: Among `"qkv"` (query, key and value), `"query"`, `"key"`,
+            `"value"`, `"out"` (attention output) and `"mlp"` (both MLP
+            dense layers). Defaults to `("qkv", "out", "mlp")`.
+
+    Returns:
+        `model`, changed in place.
+
+    Example:
+
+    >>> model = keras_vit.ViT("test/4", image_size=16, num_classes=3)
+    >>> enable_lora(model, rank=2, alpha=4, targets=("qkv",))
+    >>> sum(int(np.prod(v.shape)) for v in model.trainable_weights)
+    """
+    targets = (targets,) if isinstance(targets, str) else tuple(targets)
+    unknown = [t for t in targets if t not in LORA_TARGETS]
+    if unknown or not targets:
+        raise ValueError(
+            f"`targets` must be a non-empty subset of {LORA_TARGETS}. "
+            f"Received: targets={targets!r}"
+        )
+    if int(rank) <= 0:
+        raise ValueError(f"`rank` must be positive. Received: rank={rank}")
+    layout = ViTLayout.of(model)
+    blocks = [layout.block(i) for i in range(layout.depth)]
+    if any(b.attention.lora_enabled or b.mlp_dense_1.lora_enabled for b in blocks):
+        raise ValueError(f"LoRA is already enabled on model {model.name!r}.")
+    attention = _attention_targets(targets)
+    for block in blocks:
+        if attention:
+            block.attention.enable_lora(int(rank), float(alpha), attention)
+        if "mlp" in targets:
+            for dense in (block.mlp_dense_1, block.mlp_dense_2):
+                dense.enable_lora(int(rank), lora_alpha=float(alpha))
+    head = {id(v) for v in _head_variables(model)}
+    for variable in model.weights:
+        variable.trainable = _is_adapter(variable) or id(variable) in head
+    # Functions traced before the change would run without the adapters.
+    model.train_function = model.test_function = model.predict_function = None
+    return model
+
+
+def lora_variables(model: keras.Model) -> dict[str, keras.Variable]:
+    """The adapters and the head's variables, by path: what fine-tuning changes."""
+    values = {v.path: v for v in model.weights if _is_adapter(v)}
+    if not values:
+        raise ValueError(f"Model {model.name!r} has no LoRA adapters.")
+    values.update({v.path: v for v in _head_variables(model)})
+    return values
+
+
+def save_lora_weights(model: keras.Model, path: str) -> None:
+    """Writes the adapters and the head alone to an `.npz` file.
+
+    The file is complete or absent: written to a temporary file in the same
+    directory, flushed, synced and renamed over `path`.
+    """
+    if not str(path).endswith(".npz"):
+        raise ValueError(f"The adapter file must end in '.npz'. Received: {path}")
+    arrays = {
+        k: keras.ops.convert_to_numpy(v) for k, v in lora_variables(model).items()
+    }
+    directory = os.path.dirname(os.path.abspath(path))
+    handle, temp = tempfile.mkstemp(suffix=".npz.tmp", dir=directory)
+    try:
+        with os.fdopen(handle, "wb") as file:
+            np.savez(file, **arrays)
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(temp, path)
+    except BaseException:
+        if os.path.exists(temp):
+            os.remove(temp)
+        raise
+
+
+def load_lora_weights(model: keras.Model, path: str) -> None:
+    """Loads a `save_lora_weights` file into a model with the same adapters.
+
+    Everything is checked before anything is assigned: a file whose keys or
+    shapes differ from the model's adapters and head raises a `ValueError`
+    naming them and leaves the model unchanged.
+    """
+    variables = lora_variables(model)
+    try:
+        with np.load(path, allow_pickle=False) as file:
+            arrays = {key: file[key] for key in file.files}
+    except FileNotFoundError:
+        raise
+    except Exception as error:
+        raise ValueError(f"{path}: not a readable adapter file ({error}).") from None
+    missing = sorted(set(variables) - set(arrays))
+    unexpected = sorted(set(arrays) - set(variables))
+    if missing or unexpected:
+        raise ValueError(
+            f"{path} does not fit model {model.name!r}: missing {missing[:3]}, "
+            f"unexpected {unexpected[:3]} ({len(missing)} / {len(unexpected)})."
+        )
+    for key, variable in variables.items():
+        if tuple(arrays[key].shape) != tuple(variable.shape):
+            raise ValueError(
+                f"{path}: {key!r} has shape {arrays[key].shape}; the model's "
+                f"is {tuple(variable.shape)}."
+            )
+        if not np.all(np.isfinite(arrays[key])):
+            raise ValueError(f"{path}: {key!r} has non-finite values.")
+    for key, variable in variables.items():
+        variable.assign(arrays[key])
+
+
+def _strip_lora(config):
+    if isinstance(config, dict):
+        return {k: _strip_lora(v) for k, v in config.items() if k not in _LORA_KEYS}
+    if isinstance(config, list):
+        return [_strip_lora(v) for v in config]
+    return config
+
+
+def merge_lora(model: keras.Model) -> keras.Model:
+    """A plain copy of `model` with every adapter added into its kernel.
+
+    The copy has no adapter variables and all variables trainable; its
+    outputs equal the adapted model's (to float32 rounding), and it exports
+    with `keras_vit.export.export` like any other model.
+    """
+    merged = {}
+    for layer in model._flatten_layers():
+        if isinstance(layer, MultiHeadSelfAttention) and layer.lora_enabled:
+            qkv, out = layer.merged_kernels()
+            merged[layer.qkv_kernel.path] = qkv
+            merged[layer.out_kernel.path] = out
+        elif isinstance(layer, keras.layers.Dense) and layer.lora_enabled:
+            merged[layer._kernel.path] = layer.kernel
+    if not merged:
+        raise ValueError(f"Model {model.name!r} has no LoRA adapters to merge.")
+    plain = model.__class__.from_config(_strip_lora(model.get_config()))
+    values = {v.path: v for v in model.weights if not _is_adapter(v)}
+    for variable in plain.weights:
+        if variable.path not in values:
+            raise ValueError(
+                f"The merged copy has no counterpart for {variable.path!r}."
+            )
+        value = merged.get(variable.path, values[variable.path])
+        variable.assign(keras.ops.cast(value, variable.dtype))
+    return plain
+
+
+def layer_decay_multipliers(model: keras.Model, decay: float) -> dict[str, float]:
+    """Layer-wise learning-rate decay factors, by variable path (BEiT, timm).
+
+    Layer ids: everything before the first block (patch embedding, hybrid
+    stem, class/distillation/register tokens, position embedding) is 0,
+    block `i` is `i + 1`, everything after the blocks (final norm, pooling,
+    head) is `depth + 1`. The factor is `decay ** (depth + 1 - id)`: 1 for
+    the head, `decay` for the last block, `decay ** (depth + 1)` for the
+    embeddings, as timm's `param_groups_layer_decay`.
+
+    Example:
+
+    ```python
+    rates = layer_decay_multipliers(model, 0.75)
+    optimizer = make_optimizer("sgd", 0.01, lr_multipliers=rates)
+    ```
+    """
+    if not 0.0 < float(decay) <= 1.0:
+        raise ValueError(f"`decay` must be in (0, 1]. Received: decay={decay}")
+    layout = ViTLayout.of(model)
+    depth = layout.depth
+    blocks = {name: i for i, name in enumerate(layout.block_names)}
+    factors, layer_id = {}, 0
+    for layer in model.layers:
+        if layer.name in blocks:
+            layer_id = blocks[layer.name] + 1
+        elif layer_id == depth:
+            layer_id = depth + 1
+        for variable in layer.weights:
+            factors[variable.path] = float(decay) ** (depth + 1 - layer_id)
+    return factors

@@ -1,0 +1,383 @@
+"""keras-hub's ViT to keras_vit and back, through `keras_vit.weights`.
+
+keras-hub's `ViTBackbone` is the paper's ViT under other layer names:
+separate `query`/`key`/`value` projections in a `keras.layers.MultiHeadAttention`
+(the original checkpoint's per-head kernels), blocks counted from 1, and a
+position table `(N, D)` without a batch axis. One rule table (`RULES`) maps
+its variable paths onto the original `.npz` keys, in both directions:
+
+- `keras_hub_checkpoint(model)` reads a keras-hub model into a
+  `keras_vit.weights.Checkpoint`; `from_keras_hub(model)` builds the
+  keras_vit model of the same architecture and loads it through
+  `keras_vit.weights.load_weights` (strict, every key checked).
+- `to_keras_hub(model)` builds the keras-hub model of a keras_vit model and
+  writes its variables from `keras_vit.weights.from_model(model)`, all
+  checked before any is assigned.
+
+What one side has and the other lacks is refused in one line naming it
+(keras-hub's `"gap"` pooling averages the class token too; keras_vit's
+families add LayerScale, registers, QK-norm and more). Preprocessing is not
+part of either network: keras-hub scales images in its preprocessor, keras_vit
+optionally in an `include_preprocessing` layer; convert the network and keep
+the preprocessing you use.
+
+keras-hub is an optional dependency: `pip install "keras_vit[keras_hub]"`.
+
+Example:
+
+```python
+backbone = keras_hub.models.ViTBackbone(
+    image_shape=(16, 16, 3), patch_size=4, num_layers=2, num_heads=2,
+    hidden_dim=32, mlp_dim=64,
+)
+model = keras_vit.interop.from_keras_hub(backbone)  # the token sequence
+back = keras_vit.interop.to_keras_hub(model)  # a keras_hub ViTBackbone
+```
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+import keras
+import numpy as np
+
+from keras_vit.layers.transformer_block import LAYER_NORM_EPSILON
+from keras_vit.models import layout as names
+from keras_vit.models.layout import ViTLayout
+from keras_vit.models.variants import Variant
+from keras_vit.models.variants import parse_variant
+from keras_vit.models.vit import ViT
+from keras_vit.weights.checkpoint import Checkpoint
+from keras_vit.weights.checkpoint import from_model
+from keras_vit.weights.errors import CheckpointError
+from keras_vit.weights.loader import load_weights
+
+_BLOCK = "Transformer/encoderblock_{i}"
+_MHA = _BLOCK + "/MultiHeadDotProductAttention_1"
+_MLP = _BLOCK + "/MlpBlock_3"
+_POSEMB = "Transformer/posembed_input/pos_embedding"
+_E = "vit_patching_and_embedding/"
+_T = r"vit_encoder/transformer_block_(?P<n>\d+)/"
+
+# (keras-hub variable path, original `.npz` key template). `{i}` is the
+# block index from 0 (keras-hub's `transformer_block_{n}` counts from 1);
+# `{leaf}` is copied. The position table is the only reshape (`_POSITION`).
+RULES = (
+    (_E + r"class_token", "cls"),
+    (_E + r"patch_embedding/(?P<leaf>kernel|bias)", "embedding/{leaf}"),
+    (_E + r"position_embedding/embeddings", _POSEMB),
+    (_T + r"ln_1/gamma", _BLOCK + "/LayerNorm_0/scale"),
+    (_T + r"ln_1/beta", _BLOCK + "/LayerNorm_0/bias"),
+    (_T + r"mha/(?P<leaf>(?:query|key|value)/(?:kernel|bias))", _MHA + "/{leaf}"),
+    (_T + r"mha/attention_output/(?P<leaf>kernel|bias)", _MHA + "/out/{leaf}"),
+    (_T + r"ln_2/gamma", _BLOCK + "/LayerNorm_2/scale"),
+    (_T + r"ln_2/beta", _BLOCK + "/LayerNorm_2/bias"),
+    (_T + r"mlp/dense_1/(?P<leaf>kernel|bias)", _MLP + "/Dense_0/{leaf}"),
+    (_T + r"mlp/dense_2/(?P<leaf>kernel|bias)", _MLP + "/Dense_1/{leaf}"),
+    (r"vit_encoder/ln/gamma", "Transformer/encoder_norm/scale"),
+    (r"vit_encoder/ln/beta", "Transformer/encoder_norm/bias"),
+    (r"pre_logits/(?P<leaf>kernel|bias)", "pre_logits/{leaf}"),
+    (r"predictions/(?P<leaf>kernel|bias)", "head/{leaf}"),
+)
+_COMPILED = tuple((re.compile(p), key) for p, key in RULES)
+
+
+def _keras_hub():
+    try:
+        import keras_hub
+    except ImportError as error:
+        raise ImportError(
+            "keras_vit.interop.keras_hub needs keras-hub: "
+            'pip install "keras_vit[keras_hub]"'
+        ) from error
+    return keras_hub
+
+
+def _original_key(path: str) -> str | None:
+    """A keras-hub variable path -> its original-layout key, or `None`."""
+    for regex, template in _COMPILED:
+        match = regex.fullmatch(path)
+        if match is None:
+            continue
+        groups = match.groupdict()
+        if "n" in groups:
+            groups["i"] = str(int(groups.pop("n")) - 1)
+        return template.format(**groups)
+    return None
+
+
+def _parts(model):
+    """`(backbone, classifier or None)` of a keras-hub ViT model."""
+    keras_hub = _keras_hub()
+    if isinstance(model, keras_hub.models.ViTImageClassifier):
+        return model.backbone, model
+    if isinstance(model, keras_hub.models.ViTBackbone):
+        return model, None
+    raise TypeError(
+        f"{type(model).__name__} is not a keras-hub ViTBackbone or "
+        "ViTImageClassifier; no other keras-hub model converts."
+    )
+
+
+def _check_hub(backbone, classifier) -> None:
+    """Refuses, in one line, what keras_vit cannot express."""
+    if backbone.data_format != "channels_last":
+        raise ValueError(
+            "Cannot convert: data_format='channels_first' (keras_vit models "
+            "take channels-last images)."
+        )
+    if backbone.patch_size[0] != backbone.patch_size[1]:
+        raise ValueError(
+            f"Cannot convert: the non-square patch_size={backbone.patch_size}."
+        )
+    if backbone.layer_norm_epsilon != LAYER_NORM_EPSILON:
+        raise ValueError(
+            f"Cannot convert: layer_norm_epsilon={backbone.layer_norm_epsilon} "
+            f"(keras_vit's LayerNorms use {LAYER_NORM_EPSILON})."
+        )
+    if classifier is not None and classifier.pooling not in ("token", "gap"):
+        raise ValueError(f"Cannot convert: pooling={classifier.pooling!r}.")
+    if (
+        classifier is not None
+        and classifier.pooling == "gap"
+        and backbone.use_class_token
+    ):
+        raise ValueError(
+            "Cannot convert: keras-hub's pooling='gap' averages the class token "
+            "with the patches; keras_vit's leaves it out."
+        )
+
+
+def keras_hub_checkpoint(model) -> Checkpoint:
+    """A keras-hub `ViTBackbone` or `ViTImageClassifier` as a `Checkpoint`.
+
+    Biases the keras-hub model was built without (`use_mha_bias=False`,
+    `use_mlp_bias=False`, `use_patch_bias=False`) become zeros, which
+    computes the same.
+
+    Raises:
+        TypeError: `model` is another kind of model.
+        CheckpointError: a variable no rule maps (named).
+
+    Example:
+
+    ```python
+    checkpoint = keras_vit.interop.keras_hub_checkpoint(backbone)
+    keras_vit.weights.load_weights(model, checkpoint)
+    ```
+    """
+    backbone, classifier = _parts(model)
+    params = {}
+    for variable in (classifier or backbone).weights:
+        key = _original_key(variable.path)
+        if key is None:
+            raise CheckpointError(
+                f"keras-hub variable {variable.path!r} has no keras_vit "
+                "counterpart; the model cannot be converted."
+            )
+        value = np.asarray(keras.ops.convert_to_numpy(variable), np.float32)
+        params[key] = value[None] if key == _POSEMB else value  # (1, N, D)
+    params.update(_zero_biases(backbone, params))
+    grid = tuple(
+        int(s) // int(p)
+        for s, p in zip(backbone.image_shape[:2], backbone.patch_size, strict=True)
+    )
+    return Checkpoint(params, grid_size=grid, source=f"keras-hub {model.name!r}")
+
+
+def _zero_biases(backbone, params) -> dict:
+    out = {}
+    dim, heads = backbone.hidden_dim, backbone.num_heads
+    if not backbone.use_patch_bias:
+        out["embedding/bias"] = np.zeros((dim,), np.float32)
+    for i in range(backbone.num_layers):
+        mha, mlp = _MHA.format(i=i), _MLP.format(i=i)
+        if not backbone.use_mha_bias:
+            for name in ("query", "key", "value"):
+                out[f"{mha}/{name}/bias"] = np.zeros((heads, dim // heads), "float32")
+            out[f"{mha}/out/bias"] = np.zeros((dim,), np.float32)
+        if not backbone.use_mlp_bias:
+            out[f"{mlp}/Dense_0/bias"] = np.zeros((backbone.mlp_dim,), np.float32)
+            out[f"{mlp}/Dense_1/bias"] = np.zeros((dim,), np.float32)
+    return {k: v for k, v in out.items() if k not in params}
+
+
+def from_keras_hub(model, **kwargs) -> keras.Model:
+    """The keras_vit model of a keras-hub ViT, with its weights.
+
+    A `ViTBackbone` becomes a model returning the encoded token sequence
+    (`include_top=False, pooling=None`), as the backbone does; a
+    `ViTImageClassifier` becomes a classifier with the same pooling,
+    `pre_logits` (`intermediate_dim`), head and activation. The outputs are
+    the keras-hub model's. Its preprocessor is not converted.
+
+    Args:
+        model: A keras-hub `ViTBackbone` or `ViTImageClassifier`.
+        **kwargs: `keras_vit.ViT` arguments that do not change the
+            computation, e.g. `name`, `drop_path_rate`,
+            `include_preprocessing`.
+
+    Raises:
+        ImportError: keras-hub is not installed.
+        TypeError: `model` is another kind of model.
+        ValueError: a setting keras_vit cannot express (one line naming it).
+
+    Example:
+
+    ```python
+    vit = keras_vit.interop.from_keras_hub(classifier)
+    keras_vit.analysis.attention_rollout(vit, images)
+    ```
+    """
+    backbone, classifier = _parts(model)
+    _check_hub(backbone, classifier)
+    patch = int(backbone.patch_size[0])
+    spec = dataclasses.replace(
+        parse_variant(f"B/{patch}"),
+        size="custom",
+        variant=Variant(
+            hidden_dim=int(backbone.hidden_dim),
+            depth=int(backbone.num_layers),
+            mlp_dim=int(backbone.mlp_dim),
+            num_heads=int(backbone.num_heads),
+        ),
+    )
+    height, width, channels = backbone.image_shape
+    options = dict(
+        image_size=(int(height), int(width)),
+        channels=int(channels),
+        class_token=bool(backbone.use_class_token),
+        dropout_rate=float(backbone.dropout_rate),
+        attention_dropout_rate=float(backbone.attention_dropout),
+        include_top=classifier is not None,
+        pooling=None,
+        name=f"vit_{model.name}",
+    )
+    if classifier is not None:
+        options.update(
+            num_classes=int(classifier.num_classes),
+            pooling=classifier.pooling,
+            representation_size=classifier.intermediate_dim,
+            classifier_activation=classifier.activation,
+        )
+    vit = ViT(spec, **{**options, **kwargs})
+    load_weights(vit, keras_hub_checkpoint(model))
+    return vit
+
+
+def _check_vit(model: keras.Model, layout: ViTLayout) -> None:
+    """Refuses, in one line, what keras-hub's ViT cannot express."""
+    block = layout.block(0).get_config()
+    present = {layer.name for layer in model.layers}
+    lacking = [
+        (layout.num_registers > 0, "register tokens"),
+        (names.DIST_TOKEN in present, "a distillation token"),
+        (names.FC_NORM in present, "fc_norm"),
+        (block["layer_scale_init"] is not None, "LayerScale"),
+        (block["qk_norm"], "QK-norm"),
+        (block["mlp"] != "gelu", f"the {block['mlp']!r} MLP"),
+        (block["gelu_approximate"], "the tanh GELU"),
+        (block["layer_norm_epsilon"] != 1e-6, "another LayerNorm epsilon"),
+        ("conv_root" in present, "a ResNet backbone (hybrid)"),
+        (layout.dynamic or layout.pads_images, "a dynamic image size"),
+        (layout.has_preprocessing, "include_preprocessing"),
+    ]
+    class_token = names.CLASS_TOKEN in present
+    posemb = layout.position_embedding.get_config()
+    if class_token and posemb["num_prefix_tokens"] == 0:
+        lacking.append((True, "no_embed_class (no class-token position row)"))
+    pool = layout.layer(names.POOL) if layout.has(names.POOL) else None
+    if pool is not None:
+        mode = pool.get_config().get("mode")
+        lacking.append((mode not in ("token", "gap"), "pooling='map'"))
+        lacking.append(
+            (mode == "gap" and class_token, "pooling='gap' that skips the class token")
+        )
+    if layout.embedding.get_config()["patch_size"][0] != layout.stride[0]:
+        lacking.append((True, "a patch embedding on a feature map"))
+    found = [what for bad, what in lacking if bad]
+    if found:
+        raise ValueError(
+            f"Cannot convert {model.name!r}: keras-hub's ViT has no {', '.join(found)}."
+        )
+    if pool is not None and layout.head_name is None:
+        raise ValueError(
+            f"Cannot convert {model.name!r}: a pooled model without a head "
+            "(keras-hub's ViTBackbone returns tokens; build with pooling=None "
+            "or with the head)."
+        )
+
+
+def to_keras_hub(model: keras.Model):
+    """The keras-hub ViT of a keras_vit model, with its weights.
+
+    A model returning tokens (`include_top=False, pooling=None`) becomes a
+    `ViTBackbone`; a classifier becomes a `ViTImageClassifier` (without a
+    preprocessor) computing the same logits. Every variable is checked
+    before any is written.
+
+    Raises:
+        ImportError: keras-hub is not installed.
+        ValueError: a feature keras-hub's ViT lacks (one line naming them).
+
+    Example:
+
+    ```python
+    model = keras_vit.ViT("test/4", image_size=16, num_classes=3)
+    classifier = keras_vit.interop.to_keras_hub(model)
+    ```
+    """
+    keras_hub = _keras_hub()
+    layout = ViTLayout.of(model)
+    _check_vit(model, layout)
+    block = layout.block(0)
+    patch = int(layout.stride[0])
+    hidden = int(layout.embedding.get_config()["hidden_dim"])
+    backbone = keras_hub.models.ViTBackbone(
+        image_shape=(*layout.image_size, layout.channels),
+        patch_size=patch,
+        num_layers=layout.depth,
+        num_heads=int(block.num_heads),
+        hidden_dim=hidden,
+        mlp_dim=int(block.mlp_dim),
+        dropout_rate=float(block.dropout_rate),
+        attention_dropout=float(block.attention_dropout_rate),
+        use_class_token=names.CLASS_TOKEN in {layer.name for layer in model.layers},
+        name=f"{model.name}_backbone",
+    )
+    target = backbone
+    if layout.head_name is not None:
+        head = layout.head.get_config()
+        pre_logits = (
+            model.get_layer(names.PRE_LOGITS) if layout.has(names.PRE_LOGITS) else None
+        )
+        target = keras_hub.models.ViTImageClassifier(
+            backbone=backbone,
+            num_classes=int(head["units"]),
+            pooling=layout.layer(names.POOL).get_config()["mode"],
+            intermediate_dim=None if pre_logits is None else int(pre_logits.units),
+            activation=head["activation"] if head["activation"] != "linear" else None,
+            name=model.name,
+        )
+    params = from_model(model).params
+    values = []
+    for variable in target.weights:
+        key = _original_key(variable.path)
+        value = params.get(key) if key is not None else None
+        if value is None:
+            raise CheckpointError(
+                f"keras-hub variable {variable.path!r} has no value in "
+                f"{model.name!r} (key {key!r})."
+            )
+        value = value[0] if key == _POSEMB else value  # (N, D)
+        if tuple(value.shape) != tuple(variable.shape):
+            raise CheckpointError(
+                f"{key!r} is {tuple(value.shape)} in {model.name!r} but keras-hub's "
+                f"{variable.path!r} is {tuple(variable.shape)}."
+            )
+        values.append((variable, value))
+    for variable, value in values:
+        variable.assign(value)
+    return target
