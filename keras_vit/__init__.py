@@ -11,6 +11,7 @@ model = keras_vit.ViT_L16(num_classes=100)
 
 from keras_vit import fewshot
 from keras_vit import imagenet
+from keras_vit import interop
 from keras_vit import layers
 from keras_vit import masked_patch
 from keras_vit import weights
@@ -80,6 +81,7 @@ __all__ = [
     "feature_extractor",
     "fewshot",
     "imagenet",
+    "interop",
     "layers",
     "masked_patch",
     "NAMED_MODELS",

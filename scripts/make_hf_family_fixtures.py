@@ -151,12 +151,12 @@ def _map_head(k: str, value, pre: str, num_heads: int) -> dict:
     if k == "attention.out_proj.bias":
         return {mha + "out/bias": value}
     if k.startswith("layernorm."):
-        return {head + "LayerNorm_0/" + ("scale" if k.endswith("weight") else "bias"): value}
+        return {
+            head + "LayerNorm_0/" + ("scale" if k.endswith("weight") else "bias"): value
+        }
     dense = "Dense_0" if k.startswith("mlp.fc1") else "Dense_1"
     leaf = "kernel" if k.endswith("weight") else "bias"
-    return {
-        head + f"MlpBlock_0/{dense}/{leaf}": value.T if leaf == "kernel" else value
-    }
+    return {head + f"MlpBlock_0/{dense}/{leaf}": value.T if leaf == "kernel" else value}
 
 
 def make(out: str) -> None:

@@ -33,7 +33,7 @@ ROW_IMAGE_SIZE = {"test": 16, "mini": 32}
 def _build(family, row, **kwargs):
     constructor, _ = FAMILIES[family]
     kwargs.setdefault("image_size", ROW_IMAGE_SIZE.get(row, 224))
-    with keras.StatelessScope():
+    with keras.StatelessScope(initialize_variables=False):
         return constructor(row, **kwargs)
 
 
@@ -124,7 +124,7 @@ def test_named_constructors_and_counts(key):
         ("preact", "18"): PreActResNet18,
         ("alternet", "18"): AlterNet18,
     }[key]
-    with keras.StatelessScope():
+    with keras.StatelessScope(initialize_variables=False):
         model = constructor()
     trainable = sum(int(np.prod(w.shape)) for w in model.trainable_weights)
     assert trainable == PAPER_COUNTS[key]
@@ -148,7 +148,7 @@ def test_preact_resnet50_is_torchvision_resnet50_with_batch_norms_moved():
                 post += 2 * 4 * width
             pre += 2 * (channels + width + width)
             channels = 4 * width
-    with keras.StatelessScope():
+    with keras.StatelessScope(initialize_variables=False):
         model = PreActResNet50()
     trainable = sum(int(np.prod(w.shape)) for w in model.trainable_weights)
     assert trainable == 25_557_032 - post + pre

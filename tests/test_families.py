@@ -325,7 +325,7 @@ def test_family_tag_offline_names_the_file(tmp_path, monkeypatch):
 
     monkeypatch.setenv("KERAS_HOME", str(tmp_path))
     monkeypatch.setattr(keras.utils, "get_file", _offline)
-    with keras.StatelessScope():
+    with keras.StatelessScope(initialize_variables=False):
         model = models.DINOv2_S14(image_size=28)
     with pytest.raises(
         WeightsNotFoundError,

@@ -193,3 +193,75 @@ def test_to_keras_hub_names_a_missing_value(monkeypatch):
     monkeypatch.setattr(interop, "from_model", without_last_norm)
     with pytest.raises(CheckpointError, match="vit_encoder/ln/beta"):
         to_keras_hub(model)
+
+
+# -- DINOv2 ------------------------------------------------------------------
+
+
+def _dinov2(**kwargs):
+    options = dict(
+        patch_size=8, num_layers=2, hidden_dim=32, num_heads=2, intermediate_dim=64,
+        image_shape=(32, 32, 3), position_embedding_shape=(48, 48, 3),
+    )  # fmt: skip
+    backbone = keras_hub.models.DINOV2Backbone(**{**options, **kwargs})
+    _randomize(backbone)
+    for variable in backbone.weights:  # LayerScale around 1, not 0
+        if "lambda1" in variable.path:
+            variable.assign(variable.numpy() + 1.0)
+    return backbone
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [dict(num_register_tokens=4), dict(use_swiglu_ffn=True, name="dino")],
+    ids=["registers", "swiglu"],
+)
+def test_keras_hub_dinov2_round_trip_gives_identical_outputs(kwargs):
+    hub = _dinov2(**kwargs)
+    images = _images(size=32)
+    expected = np.asarray(hub(images))
+    vit = from_keras_hub(hub)
+    layout = keras_vit.models.ViTLayout.of(vit)
+    assert layout.num_registers == kwargs.get("num_register_tokens", 0)
+    assert vit.get_layer("posembed_input").get_config()["num_prefix_tokens"] == 0
+    _close(vit(images), expected)
+    back = to_keras_hub(vit, backbone="dinov2")
+    assert isinstance(back, keras_hub.models.DINOV2Backbone)
+    _close(back(images), expected)
+
+
+def test_keras_vit_dinov2_family_to_keras_hub():
+    model = keras_vit.models.family_model(
+        "test/8", "dinov2", image_size=32, pooling=None
+    )
+    _randomize(model, seed=6)
+    images = _images(seed=7, size=32)
+    _close(to_keras_hub(model, backbone="dinov2")(images), model(images))
+
+
+def test_plain_vit_becomes_a_dinov2_backbone_with_unit_layer_scale():
+    model = keras_vit.ViT("test/8", image_size=32, include_top=False, pooling=None)
+    _randomize(model, seed=8)
+    images = _images(seed=9, size=32)
+    _close(to_keras_hub(model, backbone="dinov2")(images), model(images))
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(pooling="token"), "pooling"),
+        (dict(qk_norm=True, pooling=None), "QK-norm"),
+        (dict(class_token=False, pooling=None), "without a class token"),
+    ],
+)
+def test_what_keras_hub_dinov2_lacks_is_named(kwargs, message):
+    model = keras_vit.ViT("test/8", image_size=32, include_top=False, **kwargs)
+    with pytest.raises(ValueError, match="DINOV2Backbone has no") as info:
+        to_keras_hub(model, backbone="dinov2")
+    assert message in str(info.value)
+
+
+def test_unknown_keras_hub_architecture_is_named():
+    model = keras_vit.ViT("test/4", image_size=16, num_classes=3)
+    with pytest.raises(ValueError, match="'vit' or 'dinov2'"):
+        to_keras_hub(model, backbone="siglip")

@@ -1,8 +1,8 @@
 """Conversions between keras_vit models and other Keras model libraries.
 
-`keras_vit.interop.keras_hub`: keras-hub's `ViTBackbone` and
-`ViTImageClassifier` to keras_vit models and back (keras-hub is optional:
-`pip install "keras_vit[keras_hub]"`).
+`keras_vit.interop.keras_hub`: keras-hub's `ViTBackbone`,
+`ViTImageClassifier` and `DINOV2Backbone` to keras_vit models and back
+(keras-hub is optional: `pip install "keras_vit[keras_hub]"`).
 """
 
 from keras_vit.interop.keras_hub import from_keras_hub

@@ -1,10 +1,13 @@
-"""keras-hub's ViT to keras_vit and back, through `keras_vit.weights`.
+"""keras-hub's ViT and DINOv2 to keras_vit and back, via `keras_vit.weights`.
 
 keras-hub's `ViTBackbone` is the paper's ViT under other layer names:
 separate `query`/`key`/`value` projections in a `keras.layers.MultiHeadAttention`
 (the original checkpoint's per-head kernels), blocks counted from 1, and a
 position table `(N, D)` without a batch axis. One rule table (`RULES`) maps
-its variable paths onto the original `.npz` keys, in both directions:
+its variable paths onto the original `.npz` keys, in both directions;
+`DINOV2_RULES` does the same for keras-hub's `DINOV2Backbone` (whose
+class-token position row becomes part of the class token, as for Hugging
+Face's DINOv2 files):
 
 - `keras_hub_checkpoint(model)` reads a keras-hub model into a
   `keras_vit.weights.Checkpoint`; `from_keras_hub(model)` builds the
@@ -16,7 +19,8 @@ its variable paths onto the original `.npz` keys, in both directions:
 
 What one side has and the other lacks is refused in one line naming it
 (keras-hub's `"gap"` pooling averages the class token too; keras_vit's
-families add LayerScale, registers, QK-norm and more). Preprocessing is not
+families add LayerScale, registers, QK-norm and more, of which keras-hub's
+DINOv2 has LayerScale, registers and SwiGLU). Preprocessing is not
 part of either network: keras-hub scales images in its preprocessor, keras_vit
 optionally in an `include_preprocessing` layer; convert the network and keep
 the preprocessing you use.
@@ -53,6 +57,7 @@ from keras_vit.weights.checkpoint import Checkpoint
 from keras_vit.weights.checkpoint import from_model
 from keras_vit.weights.errors import CheckpointError
 from keras_vit.weights.loader import load_weights
+from keras_vit.weights.safetensors import fold_class_position
 
 _BLOCK = "Transformer/encoderblock_{i}"
 _MHA = _BLOCK + "/MultiHeadDotProductAttention_1"
@@ -81,7 +86,41 @@ RULES = (
     (r"pre_logits/(?P<leaf>kernel|bias)", "pre_logits/{leaf}"),
     (r"predictions/(?P<leaf>kernel|bias)", "head/{leaf}"),
 )
-_COMPILED = tuple((re.compile(p), key) for p, key in RULES)
+
+# keras-hub's `DINOV2Backbone` (blocks from 0; a backbone built with a
+# `name` prefixes its three top layers with it). It adds the position table
+# of its image size (`interpolated_position_embeddings`, the one it uses) to
+# the class and patch tokens; `position_embeddings` is its source at
+# `position_embedding_shape`, and `mask_token` serves masked pre-training
+# only: both are left out (`None`).
+_DE = r"(?:[^/]+_)?embeddings/"
+_DL = r"(?:[^/]+_)?encoder/layers_(?P<i>\d+)/"
+_DA = _DL + r"attention/attention/"
+DINOV2_RULES = (
+    (_DE + r"cls_token", "cls"),
+    (_DE + r"register_tokens", "reg"),
+    (_DE + r"interpolated_position_embeddings", _POSEMB),
+    (_DE + r"position_embeddings", None),
+    (_DE + r"mask_token", None),
+    (_DE + r"patch_embeddings/projection/(?P<leaf>kernel|bias)", "embedding/{leaf}"),
+    (_DL + r"norm1/gamma", _BLOCK + "/LayerNorm_0/scale"),
+    (_DL + r"norm1/beta", _BLOCK + "/LayerNorm_0/bias"),
+    (_DA + r"(?P<leaf>(?:query|key|value)/(?:kernel|bias))", _MHA + "/{leaf}"),
+    (_DA + r"attention_output/(?P<leaf>kernel|bias)", _MHA + "/out/{leaf}"),
+    (_DL + r"layer_scale1/lambda1", _BLOCK + "/LayerScale_0/scale"),
+    (_DL + r"layer_scale2/lambda1", _BLOCK + "/LayerScale_1/scale"),
+    (_DL + r"norm2/gamma", _BLOCK + "/LayerNorm_2/scale"),
+    (_DL + r"norm2/beta", _BLOCK + "/LayerNorm_2/bias"),
+    (_DL + r"mlp/(?:fc1|weights_in)/(?P<leaf>kernel|bias)", _MLP + "/Dense_0/{leaf}"),
+    (_DL + r"mlp/(?:fc2|weights_out)/(?P<leaf>kernel|bias)", _MLP + "/Dense_1/{leaf}"),
+    (r"(?:[^/]+_)?layernorm/gamma", "Transformer/encoder_norm/scale"),
+    (r"(?:[^/]+_)?layernorm/beta", "Transformer/encoder_norm/bias"),
+)
+_DROPPED = "dropped"
+_TABLES = {
+    name: tuple((re.compile(p), key or _DROPPED) for p, key in rules)
+    for name, rules in (("vit", RULES), ("dinov2", DINOV2_RULES))
+}
 
 
 def _keras_hub():
@@ -95,9 +134,9 @@ def _keras_hub():
     return keras_hub
 
 
-def _original_key(path: str) -> str | None:
+def _original_key(path: str, kind: str = "vit") -> str | None:
     """A keras-hub variable path -> its original-layout key, or `None`."""
-    for regex, template in _COMPILED:
+    for regex, template in _TABLES[kind]:
         match = regex.fullmatch(path)
         if match is None:
             continue
@@ -113,12 +152,18 @@ def _parts(model):
     keras_hub = _keras_hub()
     if isinstance(model, keras_hub.models.ViTImageClassifier):
         return model.backbone, model
-    if isinstance(model, keras_hub.models.ViTBackbone):
+    if isinstance(
+        model, (keras_hub.models.ViTBackbone, keras_hub.models.DINOV2Backbone)
+    ):
         return model, None
     raise TypeError(
-        f"{type(model).__name__} is not a keras-hub ViTBackbone or "
-        "ViTImageClassifier; no other keras-hub model converts."
+        f"{type(model).__name__} is not a keras-hub ViTBackbone, "
+        "ViTImageClassifier or DINOV2Backbone; no other keras-hub model converts."
     )
+
+
+def _is_dinov2(backbone) -> bool:
+    return isinstance(backbone, _keras_hub().models.DINOV2Backbone)
 
 
 def _check_hub(backbone, classifier) -> None:
@@ -169,20 +214,27 @@ def keras_hub_checkpoint(model) -> Checkpoint:
     ```
     """
     backbone, classifier = _parts(model)
+    kind = "dinov2" if _is_dinov2(backbone) else "vit"
     params = {}
     for variable in (classifier or backbone).weights:
-        key = _original_key(variable.path)
+        key = _original_key(variable.path, kind)
         if key is None:
             raise CheckpointError(
                 f"keras-hub variable {variable.path!r} has no keras_vit "
                 "counterpart; the model cannot be converted."
             )
+        if key == _DROPPED:
+            continue
         value = np.asarray(keras.ops.convert_to_numpy(variable), np.float32)
-        params[key] = value[None] if key == _POSEMB else value  # (1, N, D)
-    params.update(_zero_biases(backbone, params))
+        params[key] = value[None] if value.ndim == 2 and key == _POSEMB else value
+    if kind == "dinov2":
+        fold_class_position(params)  # the family's table has no class row
+        patch = (int(backbone.patch_size),) * 2
+    else:
+        params.update(_zero_biases(backbone, params))
+        patch = backbone.patch_size
     grid = tuple(
-        int(s) // int(p)
-        for s, p in zip(backbone.image_shape[:2], backbone.patch_size, strict=True)
+        int(s) // int(p) for s, p in zip(backbone.image_shape[:2], patch, strict=True)
     )
     return Checkpoint(params, grid_size=grid, source=f"keras-hub {model.name!r}")
 
@@ -210,11 +262,15 @@ def from_keras_hub(model, **kwargs) -> keras.Model:
     A `ViTBackbone` becomes a model returning the encoded token sequence
     (`include_top=False, pooling=None`), as the backbone does; a
     `ViTImageClassifier` becomes a classifier with the same pooling,
-    `pre_logits` (`intermediate_dim`), head and activation. The outputs are
-    the keras-hub model's. Its preprocessor is not converted.
+    `pre_logits` (`intermediate_dim`), head and activation; a
+    `DINOV2Backbone` becomes a token-returning model of the DINOv2 family
+    (LayerScale, registers, SwiGLU when used, the position table of its
+    `image_shape`). The outputs are the keras-hub model's. Its preprocessor
+    is not converted.
 
     Args:
-        model: A keras-hub `ViTBackbone` or `ViTImageClassifier`.
+        model: A keras-hub `ViTBackbone`, `ViTImageClassifier` or
+            `DINOV2Backbone`.
         **kwargs: `keras_vit.ViT` arguments that do not change the
             computation, e.g. `name`, `drop_path_rate`,
             `include_preprocessing`.
@@ -232,6 +288,10 @@ def from_keras_hub(model, **kwargs) -> keras.Model:
     ```
     """
     backbone, classifier = _parts(model)
+    if _is_dinov2(backbone):
+        vit = _dinov2_from_keras_hub(backbone, **kwargs)
+        load_weights(vit, keras_hub_checkpoint(model))
+        return vit
     _check_hub(backbone, classifier)
     patch = int(backbone.patch_size[0])
     spec = dataclasses.replace(
@@ -310,17 +370,26 @@ def _check_vit(model: keras.Model, layout: ViTLayout) -> None:
         )
 
 
-def to_keras_hub(model: keras.Model):
+def to_keras_hub(model: keras.Model, backbone: str = "vit"):
     """The keras-hub ViT of a keras_vit model, with its weights.
 
-    A model returning tokens (`include_top=False, pooling=None`) becomes a
-    `ViTBackbone`; a classifier becomes a `ViTImageClassifier` (without a
-    preprocessor) computing the same logits. Every variable is checked
-    before any is written.
+    With `backbone="vit"` (default), a model returning tokens
+    (`include_top=False, pooling=None`) becomes a `ViTBackbone` and a
+    classifier a `ViTImageClassifier` (without a preprocessor) computing the
+    same logits. With `backbone="dinov2"`, a model returning tokens with a
+    class token becomes a `DINOV2Backbone` (LayerScale, registers, SwiGLU
+    and a position table without a class-token row are kept; the DINOv2
+    family's models convert). Every variable is checked before any is
+    written.
+
+    Args:
+        model: A keras_vit model.
+        backbone: `"vit"` or `"dinov2"`: which keras-hub architecture.
 
     Raises:
         ImportError: keras-hub is not installed.
-        ValueError: a feature keras-hub's ViT lacks (one line naming them).
+        ValueError: a feature the keras-hub architecture lacks (one line
+            naming them).
 
     Example:
 
@@ -330,12 +399,18 @@ def to_keras_hub(model: keras.Model):
     ```
     """
     keras_hub = _keras_hub()
+    if backbone not in ("vit", "dinov2"):
+        raise ValueError(
+            f"`backbone` must be 'vit' or 'dinov2'. Received: {backbone!r}"
+        )
     layout = ViTLayout.of(model)
+    if backbone == "dinov2":
+        return _dinov2_to_keras_hub(model, layout)
     _check_vit(model, layout)
     block = layout.block(0)
     patch = int(layout.stride[0])
     hidden = int(layout.embedding.get_config()["hidden_dim"])
-    backbone = keras_hub.models.ViTBackbone(
+    hub_backbone = keras_hub.models.ViTBackbone(
         image_shape=(*layout.image_size, layout.channels),
         patch_size=patch,
         num_layers=layout.depth,
@@ -347,14 +422,14 @@ def to_keras_hub(model: keras.Model):
         use_class_token=names.CLASS_TOKEN in {layer.name for layer in model.layers},
         name=f"{model.name}_backbone",
     )
-    target = backbone
+    target = hub_backbone
     if layout.head_name is not None:
         head = layout.head.get_config()
         pre_logits = (
             model.get_layer(names.PRE_LOGITS) if layout.has(names.PRE_LOGITS) else None
         )
         target = keras_hub.models.ViTImageClassifier(
-            backbone=backbone,
+            backbone=hub_backbone,
             num_classes=int(head["units"]),
             pooling=layout.layer(names.POOL).get_config()["mode"],
             intermediate_dim=None if pre_logits is None else int(pre_logits.units),
@@ -362,22 +437,143 @@ def to_keras_hub(model: keras.Model):
             name=model.name,
         )
     params = from_model(model).params
-    values = []
-    for variable in target.weights:
-        key = _original_key(variable.path)
-        value = params.get(key) if key is not None else None
-        if value is None:
-            raise CheckpointError(
-                f"keras-hub variable {variable.path!r} has no value in "
-                f"{model.name!r} (key {key!r})."
-            )
-        value = value[0] if key == _POSEMB else value  # (N, D)
-        if tuple(value.shape) != tuple(variable.shape):
-            raise CheckpointError(
-                f"{key!r} is {tuple(value.shape)} in {model.name!r} but keras-hub's "
-                f"{variable.path!r} is {tuple(variable.shape)}."
-            )
-        values.append((variable, value))
+    values = [
+        (v, _value_for(v, _original_key(v.path), params, model.name))
+        for v in target.weights
+    ]
     for variable, value in values:
         variable.assign(value)
     return target
+
+
+def _value_for(variable, key, params: dict, name: str) -> np.ndarray:
+    """The value of keras-hub `variable` from `params`, checked."""
+    value = params.get(key) if key is not None else None
+    if value is None:
+        raise CheckpointError(
+            f"keras-hub variable {variable.path!r} has no value in {name!r} "
+            f"(key {key!r})."
+        )
+    if key == _POSEMB and len(variable.shape) == 2:
+        value = value[0]  # (N, D)
+    if tuple(value.shape) != tuple(variable.shape):
+        raise CheckpointError(
+            f"{key!r} is {tuple(value.shape)} in {name!r} but keras-hub's "
+            f"{variable.path!r} is {tuple(variable.shape)}."
+        )
+    return value
+
+
+# -- DINOv2 ------------------------------------------------------------------
+
+
+def _swiglu_width(intermediate_dim: int) -> int:
+    """The hidden width keras-hub's (and Hugging Face's) SwiGLU rounds to."""
+    return (int(intermediate_dim * 2 / 3) + 7) // 8 * 8
+
+
+def _dinov2_from_keras_hub(backbone, **kwargs) -> keras.Model:
+    data_format = getattr(backbone.embeddings, "data_format", "channels_last")
+    if data_format != "channels_last":
+        raise ValueError(
+            "Cannot convert: data_format='channels_first' (keras_vit models "
+            "take channels-last images)."
+        )
+    swiglu = bool(backbone.use_swiglu_ffn)
+    mlp_dim = int(backbone.intermediate_dim)
+    spec = dataclasses.replace(
+        parse_variant(f"B/{int(backbone.patch_size)}"),
+        size="custom",
+        variant=Variant(
+            hidden_dim=int(backbone.hidden_dim),
+            depth=int(backbone.num_layers),
+            mlp_dim=_swiglu_width(mlp_dim) if swiglu else mlp_dim,
+            num_heads=int(backbone.num_heads),
+        ),
+    )
+    height, width, channels = backbone.image_shape
+    options = dict(
+        image_size=(int(height), int(width)),
+        channels=int(channels),
+        layer_scale_init=float(backbone.layer_scale_init_value),
+        num_registers=int(backbone.num_register_tokens),
+        no_embed_class=True,
+        mlp="swiglu" if swiglu else "gelu",
+        dropout_rate=float(backbone.dropout_rate),
+        drop_path_rate=float(backbone.drop_path_rate),
+        include_top=False,
+        pooling=None,
+        name=f"vit_{backbone.name}",
+    )
+    return ViT(spec, **{**options, **kwargs})
+
+
+def _check_dinov2(model: keras.Model, layout: ViTLayout) -> None:
+    """Refuses, in one line, what keras-hub's DINOv2 cannot express."""
+    block = layout.block(0).get_config()
+    present = {layer.name for layer in model.layers}
+    lacking = [
+        (names.CLASS_TOKEN not in present, "a model without a class token"),
+        (names.DIST_TOKEN in present, "a distillation token"),
+        (block["qk_norm"], "QK-norm"),
+        (block["gelu_approximate"], "the tanh GELU"),
+        (block["layer_norm_epsilon"] != 1e-6, "another LayerNorm epsilon"),
+        ("conv_root" in present, "a ResNet backbone (hybrid)"),
+        (layout.dynamic or layout.pads_images, "a dynamic image size"),
+        (layout.has_preprocessing, "include_preprocessing"),
+        (layout.image_size[0] != layout.image_size[1], "a non-square image"),
+        (
+            block["mlp"] == "swiglu" and block["mlp_dim"] % 8 != 0,
+            "a SwiGLU width that is not a multiple of 8",
+        ),
+        (layout.pooled_name is not None, "pooling (it returns the tokens)"),
+    ]
+    found = [what for bad, what in lacking if bad]
+    if found:
+        raise ValueError(
+            f"Cannot convert {model.name!r}: keras-hub's DINOV2Backbone has no "
+            f"{', '.join(found)}."
+        )
+
+
+def _dinov2_to_keras_hub(model: keras.Model, layout: ViTLayout):
+    keras_hub = _keras_hub()
+    _check_dinov2(model, layout)
+    block = layout.block(0)
+    config = block.get_config()
+    swiglu = config["mlp"] == "swiglu"
+    mlp_dim = int(config["mlp_dim"])
+    shape = (*layout.image_size, layout.channels)
+    backbone = keras_hub.models.DINOV2Backbone(
+        patch_size=int(layout.stride[0]),
+        num_layers=layout.depth,
+        hidden_dim=int(layout.embedding.get_config()["hidden_dim"]),
+        num_heads=int(config["num_heads"]),
+        intermediate_dim=mlp_dim * 3 // 2 if swiglu else mlp_dim,
+        layer_scale_init_value=config["layer_scale_init"] or 1.0,
+        num_register_tokens=layout.num_registers,
+        use_swiglu_ffn=swiglu,
+        dropout_rate=float(config["dropout_rate"]),
+        image_shape=shape,
+        position_embedding_shape=shape,
+        name=f"{model.name}_backbone",
+    )
+    params = dict(from_model(model).params)
+    table = params[_POSEMB]
+    if table.shape[1] == layout.num_patches:  # no class row: keras-hub adds one
+        params[_POSEMB] = np.concatenate([np.zeros_like(table[:, :1]), table], 1)
+    for i in range(layout.depth):
+        for n in (0, 1):  # no LayerScale: keras-hub's, at 1, computes the same
+            key = f"{_BLOCK.format(i=i)}/LayerScale_{n}/scale"
+            params.setdefault(key, np.ones((params[_POSEMB].shape[-1],), "float32"))
+    values = []
+    for variable in backbone.weights:
+        key = _original_key(variable.path, "dinov2")
+        if variable.path.endswith("/position_embeddings"):
+            key = _POSEMB  # the source table equals the used one at this size
+        if key == _DROPPED:
+            continue
+        values.append((variable, _value_for(variable, key, params, model.name)))
+    for variable, value in values:
+        variable.assign(value)
+    return backbone

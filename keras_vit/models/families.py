@@ -44,13 +44,18 @@ def family_model(variant: str, family: str, **kwargs) -> keras.Model:
     if family not in FAMILIES:
         raise ValueError(f"Unknown family {family!r}. Known: {sorted(FAMILIES)}.")
     options = {**FAMILIES[family].options, **kwargs}
-    options.setdefault("name", _default_name(variant, family))
+    if "name" not in options:
+        options["name"] = _default_name(variant, family)
     return ViT(variant, **options)
 
 
-def _default_name(variant: str, family: str) -> str:
+def _default_name(variant, family: str) -> str:
+    """E.g. `"dinov2_s14"`; a `ModelSpec` gives its own name (`"vit_s14"`)."""
+    prefix = family.split("_")[0]
+    if not isinstance(variant, str):  # a ModelSpec
+        return f"{prefix}_{variant.name.removeprefix('vit_')}"
     size, patch = variant.split("/")
-    return f"{family.split('_')[0]}_{size.lower()}{patch}"
+    return f"{prefix}_{size.lower()}{patch}"
 
 
 _DOC = """Builds {title} {variant}: `keras_vit.ViT("{variant}", ...)` with {options}.

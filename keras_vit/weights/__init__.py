@@ -1,11 +1,13 @@
-"""Pretrained checkpoints: the original `.npz`, timm and Hugging Face files.
+"""Pretrained checkpoints: the original `.npz`, timm, Hugging Face, big_vision.
 
 `load_weights(model, weights)` is the one way weights move into a keras_vit
 model: a known tag (downloaded into the Keras cache), an original
 google-research/vision_transformer `.npz` file, a timm or Hugging Face
-`.safetensors` file, a Keras `.keras`/`.weights.h5` file, or another model in
-memory is read into one `Checkpoint` (the original `.npz` layout) and
-loaded by one strict plan-then-assign step, checking every key first.
+`.safetensors` file (ViT, DINOv2, SigLIP), big_vision's SigLIP `.npz`, a
+Keras `.keras`/`.weights.h5` file, or another model in memory is read into
+one `Checkpoint` (the original `.npz` layout) and loaded by one strict
+plan-then-assign step, checking every key first (a keras-hub model becomes
+one with `keras_vit.interop.keras_hub_checkpoint`).
 `keras_vit.with_image_size` and encoder transfer for fine-tuning are calls
 to it. NumPy only: neither torch nor the `safetensors` package is needed.
 

@@ -31,7 +31,8 @@ def load_weights(
 
     `weights` may be a known tag (`"imagenet21k"`, `"augreg_in21k_ft_in1k"`,
     ... see `keras_vit.weights.list_weights()`), a path to an original `.npz`
-    checkpoint, a timm or Hugging Face `.safetensors` file, a Keras
+    checkpoint, a big_vision SigLIP `.npz` (`params/img/...`), a timm or
+    Hugging Face `.safetensors` file (ViT, DINOv2, SigLIP), a Keras
     `.keras`/`.weights.h5` file written by a keras_vit model (matched by
     layer name), another keras_vit model in memory (a classifier, an encoder
     or a masked-patch pre-training model), or a dict of arrays in the

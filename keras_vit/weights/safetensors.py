@@ -258,6 +258,8 @@ _HF = (
      "Transformer/posembed_input/pos_embedding", _batched),
     (r"embeddings\.register_tokens", "reg", None),
     (r"embeddings\.mask_token", "dropped", None),  # pre-training only
+    # A whole `SiglipModel`: its text tower and the loss's scale and bias.
+    (r"text_model\..+|logit_(?:scale|bias)", "dropped", None),
     (_H + r"(?:layernorm_before|norm1|layer_norm1)\.weight", _LN0 + "/scale", None),
     (_H + r"(?:layernorm_before|norm1|layer_norm1)\.bias", _LN0 + "/bias", None),
     (_H + r"(?:layernorm_after|norm2|layer_norm2)\.weight", _LN2 + "/scale", None),
@@ -418,11 +420,11 @@ def to_original_layout(
         else:
             out[name] = value
     if layout == "huggingface" and any("layer_scale1.lambda1" in k for k in tensors):
-        _fold_class_position(out)
+        fold_class_position(out)
     return out
 
 
-def _fold_class_position(params: dict) -> None:
+def fold_class_position(params: dict) -> None:
     """HF DINOv2: the class token's position row moves into the token.
 
     Hugging Face's `Dinov2Model` keeps a class-token row in its position
