@@ -11,6 +11,7 @@ Usage:
     python benchmarks/benchmark.py --quick          # ~5 minutes
     python benchmarks/benchmark.py                  # all cases, ~25 minutes
     python benchmarks/benchmark.py --only 'infer B/16@224 b8'
+    python benchmarks/benchmark.py --finetune      # int8/int4, remat, LoRA
     python benchmarks/benchmark.py --report benchmarks/results/results.json
 
 Writes `results.json` (every raw measurement), `results.md` (the table, the
@@ -36,6 +37,7 @@ sys.path.insert(0, HERE)
 
 import report  # noqa: E402
 from cases import Case  # noqa: E402
+from cases import finetune_cases  # noqa: E402
 from cases import full_cases  # noqa: E402
 from cases import quick_cases  # noqa: E402
 from hardware import detect_machine  # noqa: E402
@@ -159,6 +161,9 @@ def parse_args(argv):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="the short case list")
     parser.add_argument(
+        "--finetune", action="store_true", help="quantization, remat and LoRA cases"
+    )
+    parser.add_argument(
         "--rounds", type=int, default=1, help="repeat all cases, alternating order"
     )
     parser.add_argument("--only", help="regular expression on the case names")
@@ -186,7 +191,10 @@ def main(argv=None) -> int:
             saved = json.load(f)
         print(write_outputs(saved["rows"], machine, saved["meta"], args.out))
         return 0
-    cases = quick_cases() if args.quick else full_cases()
+    if args.finetune:
+        cases = finetune_cases()
+    else:
+        cases = quick_cases() if args.quick else full_cases()
     if args.only:
         cases = [case for case in cases if re.search(args.only, case.name)]
     if args.list or not cases:
@@ -195,7 +203,7 @@ def main(argv=None) -> int:
         return 0 if cases else 1
     meta = {
         "date": datetime.datetime.now().strftime("%Y-%m-%d %H:%M"),
-        "mode": "quick" if args.quick else "full",
+        "mode": "finetune" if args.finetune else "quick" if args.quick else "full",
         "rounds": args.rounds,
         "python": platform.python_version(),
         "load_start": load_average(),

@@ -28,8 +28,11 @@ class Case:
             `tf.function` Keras builds), `"predict+xla"`, or
             `"predict+bf16-weights"` (keras_vit built under the `bfloat16`
             policy: bfloat16 variables), `"predict+dynamic"` (keras_vit built
-            with `dynamic_image_size=True`); `"train"` or
-            `"train+xla"` (`train_on_batch`); `"eager"` or `"compile"` (timm
+            with `dynamic_image_size=True`), `"predict+int8"` or
+            `"predict+int4"` (keras_vit after `keras_vit.finetune.quantize`,
+            head in float); `"train"`, `"train+xla"`, `"train+remat"`
+            (`keras_vit.ViT(remat=True)`) or `"train+lora"` (rank 8 on
+            q/k/v, out and MLP; `train_on_batch`); `"eager"` or `"compile"` (timm
             with `torch.compile`); for the data pipeline, `"crop+flip"` or
             `"crop+flip+randaugment"`.
         precision: `"float32"` or `"bfloat16"` (Keras `mixed_bfloat16`;
@@ -161,4 +164,21 @@ def full_cases() -> list[Case]:
         cases += _scenario("train", variant, 224, 32, precision, entries, 0, 3)
     for mode in ("crop+flip", "crop+flip+randaugment"):
         cases.append(Case("data", "data", mode, "float32", "S/16", 224, 32, 2, 10))
+    return cases
+
+
+def finetune_cases() -> list[Case]:
+    """The fine-tuning add-ons (issue 16, `--finetune`), keras_vit only.
+
+    Quantized inference next to float32 (B/16, batch 8), and training steps
+    with and without remat, and with LoRA (batch 32), each pair adjacent so
+    that the machine's load weighs on both.
+    """
+    infer = [(KV, "predict"), (KV, "predict+int8"), (KV, "predict+int4")]
+    cases = _scenario("infer", "B/16", 224, 8, "float32", infer, 1, 3)
+    train = [(KV, "train"), (KV, "train+remat")]
+    cases += _scenario(
+        "train", "S/16", 224, 32, "float32", [*train, (KV, "train+lora")], 0, 3
+    )
+    cases += _scenario("train", "B/16", 224, 32, "float32", train, 0, 2)
     return cases

@@ -27,15 +27,23 @@ NUM_CLASSES = 1000
 
 def build_keras_vit(case):
     import keras_vit
+    from keras_vit import finetune
 
-    return keras_vit.ViT(
+    model = keras_vit.ViT(
         case.variant,
         image_size=case.image_size,
         num_classes=NUM_CLASSES,
         # "+dynamic": any input size at run time, position embeddings
         # resampled in the graph (measured at the model's own size).
         dynamic_image_size="+dynamic" in case.mode,
+        remat="+remat" in case.mode,
     )
+    for mode in ("int8", "int4"):
+        if f"+{mode}" in case.mode:
+            finetune.quantize(model, mode)
+    if "+lora" in case.mode:
+        finetune.enable_lora(model, rank=8, alpha=16)
+    return model
 
 
 def build_keras_hub(case):

@@ -10,6 +10,7 @@ model = keras_vit.ViT_L16(num_classes=100)
 """
 
 from keras_vit import fewshot
+from keras_vit import finetune
 from keras_vit import imagenet
 from keras_vit import interop
 from keras_vit import layers
@@ -80,6 +81,7 @@ __all__ = [
     "FAMILY_MODELS",
     "feature_extractor",
     "fewshot",
+    "finetune",
     "imagenet",
     "interop",
     "layers",

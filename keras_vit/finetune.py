@@ -5,7 +5,8 @@ and builds on Keras 3's own primitives: `Dense.enable_lora` for the MLP,
 `MultiHeadSelfAttention.enable_lora` (the same contract for the fused
 kernels), the optimizers' per-variable rates (`make_optimizer`'s
 `lr_multipliers`). Quantization is Keras's `model.quantize("int8")`, which
-reaches the attention layers too; remat is `keras_vit.ViT(..., remat=True)`.
+reaches the attention layers too (`quantize` here also those with
+`qk_norm`); remat is `keras_vit.ViT(..., remat=True)`.
 See `docs/finetuning.md` for the measured trade-offs.
 
 Example:
@@ -214,6 +215,40 @@ def merge_lora(model: keras.Model) -> keras.Model:
         value = merged.get(variable.path, values[variable.path])
         variable.assign(keras.ops.cast(value, variable.dtype))
     return plain
+
+
+def quantize(
+    model: keras.Model, mode: str = "int8", keep_head: bool = True, **kwargs
+) -> keras.Model:
+    """`model.quantize(mode)` for a ViT: attention with `qk_norm` included.
+
+    Keras quantizes only layers without sublayers; an attention layer with
+    `qk_norm` has two (its LayerNorms), so Keras passes over it without a
+    word. This quantizes those too. The head layers (`head`, `pre_logits`,
+    `head_dist`: a small share of the weights, and what the export reads as
+    float logits) stay in float unless `keep_head=False`.
+
+    Args:
+        model: A keras_vit ViT, built.
+        mode: `"int8"` or `"int4"` (`"float8"` leaves the attention in float,
+            with Keras's warning).
+        keep_head: Leave the head layers unquantized. Defaults to `True`.
+        **kwargs: Passed to `model.quantize` (e.g. `config`).
+
+    Returns:
+        `model`, changed in place.
+    """
+
+    def wanted(layer):
+        return not (keep_head and layer.name in HEAD_LAYERS)
+
+    model.quantize(mode, filters=kwargs.pop("filters", wanted), **kwargs)
+    for layer in model._flatten_layers():
+        if isinstance(layer, MultiHeadSelfAttention) and not layer.quantization_mode:
+            if mode in ("int8", "int4"):
+                layer.quantize(mode)
+    model.train_function = model.test_function = model.predict_function = None
+    return model
 
 
 def layer_decay_multipliers(model: keras.Model, decay: float) -> dict[str, float]:

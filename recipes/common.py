@@ -230,6 +230,7 @@ def compile_model(model: keras.Model, config: RunConfig, total_steps: int, **kwa
         beta_2=config.beta_2,
         global_clipnorm=config.global_clipnorm,
         ema_momentum=config.ema_momentum,
+        lr_multipliers=_layer_decay(model, config),
     )
     model.compile(
         optimizer=optimizer,
@@ -237,6 +238,16 @@ def compile_model(model: keras.Model, config: RunConfig, total_steps: int, **kwa
         steps_per_execution=config.steps_per_execution,
         **kwargs,
     )
+
+
+def _layer_decay(model: keras.Model, config: RunConfig) -> dict | None:
+    """Layer-wise rate factors when the config asks for them (fine-tuning)."""
+    decay = getattr(config, "layer_decay", None)
+    if decay is None:
+        return None
+    from keras_vit.finetune import layer_decay_multipliers
+
+    return layer_decay_multipliers(model, decay)
 
 
 def compile_and_restore(

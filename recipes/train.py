@@ -156,6 +156,19 @@ def build_model(config: TrainConfig, num_classes: int, say=print):
         say(f"Initialised from {config.init_from}.")
         for note in notes or ():
             say(f"  {note}")
+    if config.lora_rank:
+        import numpy as np
+
+        from keras_vit import finetune
+
+        finetune.enable_lora(
+            model, config.lora_rank, config.lora_alpha, config.lora_targets
+        )
+        trainable = sum(int(np.prod(v.shape)) for v in model.trainable_weights)
+        say(
+            f"LoRA rank {config.lora_rank} on {', '.join(config.lora_targets)}: "
+            f"{trainable:,} of {model.count_params():,} parameters trainable."
+        )
     return model
 
 

@@ -262,6 +262,10 @@ ALL_LAYERS = [
     layers.TransformerBlock(4, 32, 0.1, 0.1, 0.2, 1e-5, True),
     layers.TransformerBlock(4, 32, layer_scale_init=1e-5, qk_norm=True, mlp="swiglu"),
     layers.MultiHeadSelfAttention(4, qk_norm=True),
+    layers.MultiHeadSelfAttention(
+        4, lora_rank=2, lora_alpha=4.0, lora_targets=("query", "out")
+    ),
+    layers.TransformerBlock(4, 32, sublayer_dtypes={"attention": "int8_from_float32"}),
     layers.LayerScale(1e-6),
     layers.RegisterTokens(4, num_leading=2),
     layers.MAPHead(4, 32, num_prefix_tokens=1, gelu_approximate=True),

@@ -117,6 +117,10 @@ _NOT_LAYER_NAMES = {
     # of arguments a recipe config passes on.
     ("recipes/configs/base.py", "class_token"),
     ("recipes/configs/base.py", "fc_norm"),
+    # keras-hub's own variable names, in its key table, and a message word.
+    ("keras_vit/interop/keras_hub.py", "class_token"),
+    ("keras_vit/interop/keras_hub.py", "register_tokens"),
+    ("keras_vit/interop/keras_hub.py", "fc_norm"),
 }
 
 

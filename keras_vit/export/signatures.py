@@ -162,6 +162,13 @@ class ServingGraph:
                 f"The 'head' layer of {self.model.name!r} must be a Dense layer "
                 "applied to the pooled representation (as `keras_vit.ViT` builds it)."
             )
+        if getattr(self.head, "quantization_mode", None):
+            raise ValueError(
+                f"The head of {self.model.name!r} is quantized "
+                f"({self.head.quantization_mode}); exports compute the logits from "
+                "a float head. Quantize with keras_vit.finetune.quantize(model, "
+                "mode), which keeps the head in float."
+            )
         activation = keras.activations.serialize(self.head.activation)
         if activation not in _PROBABILITIES:
             raise ValueError(

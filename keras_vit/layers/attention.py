@@ -153,7 +153,9 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         self.lora_enabled = False
         self.qk_norm = bool(qk_norm)
         if self.qk_norm:
-            policy = self.dtype_policy
+            # The norms stay in float when the layer is (re)built quantized,
+            # e.g. under "int8_from_float32": its float source policy.
+            policy = self.dtype_policy.name.split("_from_")[-1]
             self.query_norm = LayerNorm(epsilon=1e-6, name="query_norm", dtype=policy)
             self.key_norm = LayerNorm(epsilon=1e-6, name="key_norm", dtype=policy)
 
@@ -597,10 +599,9 @@ class MultiHeadSelfAttention(keras.layers.Layer):
                 ),
                 "bias_initializer": keras.initializers.serialize(self.bias_initializer),
                 "qk_norm": self.qk_norm,
+                "lora_rank": self.lora_rank,
+                "lora_alpha": self.lora_alpha,
+                "lora_targets": list(self.lora_targets),
             }
         )
-        if self.lora_rank:  # As `Dense`: only a layer with adapters says so.
-            config["lora_rank"] = self.lora_rank
-            config["lora_alpha"] = self.lora_alpha
-            config["lora_targets"] = list(self.lora_targets)
         return config

@@ -214,6 +214,14 @@ class TransformerBlock(keras.layers.Layer):
         if self.layer_scale_init is not None:
             self.layer_scale_1.build(input_shape)
             self.layer_scale_2.build(input_shape)
+        # Weightless, but built: `model.quantize` refuses unbuilt layers.
+        for layer in (
+            self.attention_output_dropout,
+            self.mlp_dropout_1,
+            self.mlp_dropout_2,
+            self.drop_path,
+        ):
+            layer.build(input_shape)
 
     def call(
         self,
@@ -266,6 +274,23 @@ class TransformerBlock(keras.layers.Layer):
             return outputs, scores
         return outputs
 
+    def rematerialized_call(self, layer_call, *args, **kwargs):
+        """`keras.RematScope` support: recompute the block in the backward pass.
+
+        TensorFlow's `recompute_grad` takes no keyword arguments inside a
+        `tf.function` (`training`, ...), so they are bound before it.
+        """
+        if super().rematerialized_call(layer_call, *args, **kwargs) is layer_call:
+            return layer_call
+
+        def call(inputs, *rest, **options):
+            def forward(x):
+                return layer_call(x, *rest, **options)
+
+            return keras.remat(forward)(inputs)
+
+        return call
+
     def compute_output_shape(self, input_shape):
         return input_shape
 
@@ -312,6 +337,5 @@ class TransformerBlock(keras.layers.Layer):
             layer = getattr(self, name, None)
             if layer is not None and layer.dtype_policy.name != own:
                 dtypes[name] = layer.dtype_policy.name
-        if dtypes:  # Only a block with quantized sublayers says so.
-            config["sublayer_dtypes"] = dtypes
+        config["sublayer_dtypes"] = dtypes or None
         return config

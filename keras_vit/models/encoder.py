@@ -119,6 +119,13 @@ def encode(
     if num_registers:
         x = RegisterTokens(num_registers, leading, name=names.REGISTER_TOKENS)(x)
     x = keras.layers.Dropout(dropout_rate, name=names.POSEMB_DROPOUT)(x)
+    if remat and (dropout_rate or attention_dropout_rate or drop_path_rate):
+        # The backward pass reruns each block: new random masks would make
+        # its gradients those of another forward pass.
+        raise ValueError(
+            "`remat=True` needs dropout_rate, attention_dropout_rate and "
+            "drop_path_rate of 0: the recomputed blocks would draw new masks."
+        )
     for i in range(size.depth):
         # Only the block itself is recomputed (its sublayers, built inside
         # the scope too, are not named): one recomputation per block.

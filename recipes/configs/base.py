@@ -63,6 +63,7 @@ RUN_ONLY_FIELDS = frozenset(
         "fewshot_test_examples",
         "eval_batch_size",
         "export_savedmodel",
+        "remat",  # Same numbers, less memory: a backup resumes either way.
     }
 )
 
@@ -92,7 +93,12 @@ TRAIN_VIT_FIELDS = (
     "position_resample",
     "fc_norm",
     "distillation",
+    "remat",
 )
+
+
+# What `lora_targets` may name (keras_vit.finetune.enable_lora's targets).
+LORA_TARGETS = ("qkv", "query", "key", "value", "out", "mlp")
 
 
 class ConfigError(ValueError):
@@ -283,6 +289,13 @@ class TrainConfig(RunConfig):
     # are resampled. None = random.
     init_from: str | None = None
 
+    # -- fine-tuning add-ons (docs/finetuning.md) ---------------------------
+    remat: bool = False  # Recompute each block in the backward pass.
+    lora_rank: int | None = None  # LoRA adapters; base frozen, head trained.
+    lora_alpha: float = 16.0  # Adapter scale is lora_alpha / lora_rank.
+    lora_targets: tuple[str, ...] = ("qkv", "out", "mlp")
+    layer_decay: float | None = None  # E.g. 0.75: rate * decay**(depth+1-layer).
+
     # -- monitoring --------------------------------------------------------
     # Test images of the few-shot eval (its training images: max(shots) per
     # class, drawn with the seed, as recipes.fewshot does).
@@ -310,6 +323,17 @@ class TrainConfig(RunConfig):
             ),
         )
         yield "fewshot_examples", self.fewshot_examples >= 1 or "must be positive"
+        yield "lora_rank", _positive_or_none(self.lora_rank)
+        yield "lora_alpha", self.lora_alpha > 0 or "must be positive"
+        yield (
+            "lora_targets",
+            (bool(self.lora_targets) and set(self.lora_targets) <= set(LORA_TARGETS))
+            or f"must be a non-empty subset of {LORA_TARGETS}",
+        )
+        yield (
+            "layer_decay",
+            self.layer_decay is None or _within(self.layer_decay, 0, 1, low_open=True),
+        )
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,0 +1,184 @@
+"""How much quantization changes a keras_vit model's outputs (issue 16).
+
+Two measurements, each against the same model in float32:
+
+- a ViT-B/16 at 224 px with seeded random weights (its zero-initialised head
+  given random values too) on fixed random inputs: max and mean absolute
+  logit difference, and top-1 agreement;
+- the digits model (`python -m recipes.train --config digits`, its
+  `final.keras`): test accuracy.
+
+Modes: `"int8"` and `"int4"` through `keras_vit.finetune.quantize` (head in
+float, as exported). Usage:
+
+    python benchmarks/quantization.py --digits runs/digits/final.keras
+
+Prints a Markdown table and writes it, with the raw figures as JSON, to
+`--out` (complete files only: temporary file, fsync, rename).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import warnings
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+
+MODES = ("int8", "int4")
+
+
+def _quantized(build, mode):
+    from keras_vit import finetune
+
+    model = build()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # Keras names every weightless layer.
+        finetune.quantize(model, mode)
+    return model
+
+
+def _weights_mb(model) -> float:
+    """Bytes held by the model's variables (int4 packed two per byte), MiB."""
+    return sum(np.asarray(v.numpy()).nbytes for v in model.weights) / 2**20
+
+
+def b16_rows(batch: int, seed: int = 0) -> list[dict]:
+    import keras_vit
+
+    def build():
+        keras.utils.set_random_seed(seed)
+        model = keras_vit.ViT("B/16", num_classes=1000)
+        rng = np.random.default_rng(seed)
+        head = keras_vit.models.ViTLayout.of(model).head
+        head.kernel.assign(rng.normal(0, 0.02, head.kernel.shape))
+        return model
+
+    rng = np.random.default_rng(seed + 1)
+    images = rng.uniform(-1, 1, (batch, 224, 224, 3)).astype("float32")
+    model = build()
+    reference = np.asarray(model.predict_on_batch(images))
+    rows = [
+        {
+            "model": f"B/16@224, random weights, {batch} random images",
+            "mode": "float32",
+            "weights_mb": _weights_mb(model),
+        }
+    ]
+    for mode in MODES:
+        model = _quantized(build, mode)
+        logits = np.asarray(model.predict_on_batch(images))
+        diff = np.abs(logits - reference)
+        rows.append(
+            {
+                "model": f"B/16@224, random weights, {batch} random images",
+                "mode": mode,
+                "max_abs_logit_diff": float(diff.max()),
+                "mean_abs_logit_diff": float(diff.mean()),
+                "logit_range": float(np.abs(reference).max()),
+                "top1_agreement": float(
+                    np.mean(logits.argmax(-1) == reference.argmax(-1))
+                ),
+                "weights_mb": _weights_mb(model),
+            }
+        )
+    return rows
+
+
+def digits_rows(path: str) -> list[dict]:
+    from keras_vit import data
+
+    source = data.load_source("digits", "test")
+    stream = data.eval_dataset(source, image_size=16, global_batch_size=360)
+    images, labels = next(iter(stream))
+    labels = np.asarray(labels)
+    labels = labels.argmax(-1) if labels.ndim == 2 else labels
+
+    def build():
+        return keras.saving.load_model(path)
+
+    def accuracy(model):
+        return float(
+            np.mean(np.asarray(model.predict_on_batch(images)).argmax(-1) == labels)
+        )
+
+    rows = [{"model": "digits (test/2, 16 px)", "mode": "float32",
+             "test_accuracy": accuracy(build())}]  # fmt: skip
+    for mode in MODES:
+        rows.append(
+            {
+                "model": "digits (test/2, 16 px)",
+                "mode": mode,
+                "test_accuracy": accuracy(_quantized(build, mode)),
+            }
+        )
+    return rows
+
+
+def table(rows: list[dict]) -> str:
+    lines = [
+        "| model | mode | max / mean abs logit diff (of max abs logit) "
+        "| top-1 agreement | test accuracy | weights (MiB) |",
+        "|---|---|---|---|---|---|",
+    ]
+    for row in rows:
+        diff = (
+            f"{row['max_abs_logit_diff']:.4f} / {row['mean_abs_logit_diff']:.4f} "
+            f"(of {row['logit_range']:.3f})"
+            if "max_abs_logit_diff" in row
+            else ""
+        )
+        agree = f"{row['top1_agreement']:.1%}" if "top1_agreement" in row else ""
+        acc = f"{row['test_accuracy']:.2%}" if "test_accuracy" in row else ""
+        size = f"{row['weights_mb']:.0f}" if "weights_mb" in row else ""
+        lines.append(
+            f"| {row['model']} | {row['mode']} | {diff} | {agree} | {acc} | {size} |"
+        )
+    return "\n".join(lines)
+
+
+def _write(path: str, text: str) -> None:
+    directory = os.path.dirname(os.path.abspath(path))
+    handle, temp = tempfile.mkstemp(dir=directory, suffix=".tmp")
+    try:
+        with os.fdopen(handle, "w") as file:
+            file.write(text)
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(temp, path)
+    except BaseException:
+        if os.path.exists(temp):
+            os.remove(temp)
+        raise
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--digits", help="the digits model's final.keras")
+    parser.add_argument("--batch", type=int, default=16, help="B/16 random images")
+    parser.add_argument("--skip-b16", action="store_true")
+    parser.add_argument("--out", default=os.path.join("benchmarks", "results"))
+    args = parser.parse_args(argv)
+    if args.digits and not os.path.isfile(args.digits):
+        parser.error(f"--digits: no such file: {args.digits}")
+    rows = [] if args.skip_b16 else b16_rows(args.batch)
+    if args.digits:
+        rows += digits_rows(args.digits)
+    if not rows:
+        parser.error("nothing to measure (--skip-b16 without --digits)")
+    text = table(rows)
+    print(text)
+    os.makedirs(args.out, exist_ok=True)
+    _write(os.path.join(args.out, "quantization.md"), text + "\n")
+    _write(os.path.join(args.out, "quantization.json"), json.dumps(rows, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
