@@ -23,7 +23,6 @@ import argparse
 import json
 import os
 import sys
-import tempfile
 import warnings
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
@@ -143,21 +142,6 @@ def table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def _write(path: str, text: str) -> None:
-    directory = os.path.dirname(os.path.abspath(path))
-    handle, temp = tempfile.mkstemp(dir=directory, suffix=".tmp")
-    try:
-        with os.fdopen(handle, "w") as file:
-            file.write(text)
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(temp, path)
-    except BaseException:
-        if os.path.exists(temp):
-            os.remove(temp)
-        raise
-
-
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--digits", help="the digits model's final.keras")
@@ -175,8 +159,12 @@ def main(argv=None) -> int:
     text = table(rows)
     print(text)
     os.makedirs(args.out, exist_ok=True)
-    _write(os.path.join(args.out, "quantization.md"), text + "\n")
-    _write(os.path.join(args.out, "quantization.json"), json.dumps(rows, indent=1))
+    from keras_vit.training import atomic
+
+    atomic.write_text(os.path.join(args.out, "quantization.md"), text + "\n")
+    atomic.write_text(
+        os.path.join(args.out, "quantization.json"), json.dumps(rows, indent=1)
+    )
     return 0
 
 

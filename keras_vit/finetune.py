@@ -22,9 +22,6 @@ plain = keras_vit.finetune.merge_lora(model)  # for keras_vit.export.export
 
 from __future__ import annotations
 
-import os
-import tempfile
-
 import keras
 import numpy as np
 
@@ -132,18 +129,13 @@ def save_lora_weights(model: keras.Model, path: str) -> None:
     arrays = {
         k: keras.ops.convert_to_numpy(v) for k, v in lora_variables(model).items()
     }
-    directory = os.path.dirname(os.path.abspath(path))
-    handle, temp = tempfile.mkstemp(suffix=".npz.tmp", dir=directory)
-    try:
-        with os.fdopen(handle, "wb") as file:
+    from keras_vit.training import atomic
+
+    def write(partial):
+        with open(partial, "wb") as file:
             np.savez(file, **arrays)
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(temp, path)
-    except BaseException:
-        if os.path.exists(temp):
-            os.remove(temp)
-        raise
+
+    atomic.atomic_write(path, write)
 
 
 def load_lora_weights(model: keras.Model, path: str) -> None:

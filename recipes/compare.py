@@ -208,22 +208,21 @@ class RunFailed(Exception):
 def build_vit(shape: ViTShape, image_size, num_classes: int):
     """A `keras_vit.ViT` of an arbitrary width and depth (average pooling).
 
-    `keras_vit.ViT` takes a row name of `keras_vit.VARIANTS`; this builds
-    the same model for a row that is not in the table, by handing its
-    builder the parsed spec of that row.
+    The size is not a row of `keras_vit.VARIANTS`: `keras_vit.ViT` gets its
+    spec (`keras_vit.models.variants.custom_spec`).
     """
     import keras_vit
-    from keras_vit.models import variants
+    from keras_vit.models.variants import custom_spec
 
-    row = variants.Variant(
+    spec = custom_spec(
+        shape.patch_size,
         hidden_dim=shape.hidden_dim,
         depth=shape.depth,
         mlp_dim=shape.mlp_dim,
         num_heads=shape.num_heads,
     )
-    spec = variants.parse_variant(f"test/{shape.patch_size}")
     return keras_vit.ViT(
-        dataclasses.replace(spec, variant=row),  # a size the table lacks
+        spec,  # a size the table lacks
         image_size=image_size,
         num_classes=num_classes,
         pooling="gap",

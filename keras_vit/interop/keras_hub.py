@@ -41,7 +41,6 @@ back = keras_vit.interop.to_keras_hub(model)  # a keras_hub ViTBackbone
 
 from __future__ import annotations
 
-import dataclasses
 import re
 
 import keras
@@ -50,8 +49,7 @@ import numpy as np
 from keras_vit.layers.transformer_block import LAYER_NORM_EPSILON
 from keras_vit.models import layout as names
 from keras_vit.models.layout import ViTLayout
-from keras_vit.models.variants import Variant
-from keras_vit.models.variants import parse_variant
+from keras_vit.models.variants import custom_spec
 from keras_vit.models.vit import ViT
 from keras_vit.weights.checkpoint import Checkpoint
 from keras_vit.weights.checkpoint import from_model
@@ -294,15 +292,12 @@ def from_keras_hub(model, **kwargs) -> keras.Model:
         return vit
     _check_hub(backbone, classifier)
     patch = int(backbone.patch_size[0])
-    spec = dataclasses.replace(
-        parse_variant(f"B/{patch}"),
-        size="custom",
-        variant=Variant(
-            hidden_dim=int(backbone.hidden_dim),
-            depth=int(backbone.num_layers),
-            mlp_dim=int(backbone.mlp_dim),
-            num_heads=int(backbone.num_heads),
-        ),
+    spec = custom_spec(
+        patch,
+        hidden_dim=backbone.hidden_dim,
+        depth=backbone.num_layers,
+        mlp_dim=backbone.mlp_dim,
+        num_heads=backbone.num_heads,
     )
     height, width, channels = backbone.image_shape
     options = dict(
@@ -481,15 +476,12 @@ def _dinov2_from_keras_hub(backbone, **kwargs) -> keras.Model:
         )
     swiglu = bool(backbone.use_swiglu_ffn)
     mlp_dim = int(backbone.intermediate_dim)
-    spec = dataclasses.replace(
-        parse_variant(f"B/{int(backbone.patch_size)}"),
-        size="custom",
-        variant=Variant(
-            hidden_dim=int(backbone.hidden_dim),
-            depth=int(backbone.num_layers),
-            mlp_dim=_swiglu_width(mlp_dim) if swiglu else mlp_dim,
-            num_heads=int(backbone.num_heads),
-        ),
+    spec = custom_spec(
+        backbone.patch_size,
+        hidden_dim=backbone.hidden_dim,
+        depth=backbone.num_layers,
+        mlp_dim=_swiglu_width(mlp_dim) if swiglu else mlp_dim,
+        num_heads=backbone.num_heads,
     )
     height, width, channels = backbone.image_shape
     options = dict(

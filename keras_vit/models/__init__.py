@@ -33,6 +33,7 @@ from keras_vit.models.variants import VARIANTS
 from keras_vit.models.variants import ModelSpec
 from keras_vit.models.variants import ResNetSpec
 from keras_vit.models.variants import Variant
+from keras_vit.models.variants import custom_spec
 from keras_vit.models.variants import parse_variant
 from keras_vit.models.vit import NAMED_MODELS
 from keras_vit.models.vit import R26_ViT_B32
@@ -58,6 +59,7 @@ __all__ = [
     "CNNLayout",
     "CNNVariant",
     "cnn_feature_extractor",
+    "custom_spec",
     "PREACT_RESNETS",
     "PreActResNet",
     "PreActResNet18",

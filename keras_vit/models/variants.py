@@ -208,3 +208,28 @@ def parse_variant(
             )
         patch_size = stride // backbone.stride
     return ModelSpec(size, VARIANTS[size], patch_size, stride, backbone, backbone_name)
+
+
+def custom_spec(
+    patch_size: int, *, hidden_dim: int, depth: int, mlp_dim: int, num_heads: int
+) -> ModelSpec:
+    """The spec of a plain ViT whose size the table does not list.
+
+    Pass it to `keras_vit.ViT` in place of a variant string.
+
+    Example:
+
+    ```python
+    spec = custom_spec(4, hidden_dim=96, depth=6, mlp_dim=192, num_heads=4)
+    model = keras_vit.ViT(spec, image_size=32, num_classes=10)
+    ```
+    """
+    size = Variant(
+        hidden_dim=int(hidden_dim),
+        depth=int(depth),
+        mlp_dim=int(mlp_dim),
+        num_heads=int(num_heads),
+    )
+    return dataclasses.replace(
+        parse_variant(f"B/{int(patch_size)}"), size="custom", variant=size
+    )

@@ -228,7 +228,7 @@ def from_keras_file(path: str, model: keras.Model) -> Checkpoint:
             f"{path!r} is not a readable Keras weights file ({error}). It may "
             "be truncated or corrupt."
         ) from error
-    values, notes = {}, []
+    values = {}
     targets = {layer.name: layer for layer in model.layers}
     for name, entries in saved.items():
         entries = [e for e in entries if _has_values(e)]
@@ -251,7 +251,7 @@ def from_keras_file(path: str, model: keras.Model) -> Checkpoint:
         else:
             for index, value in enumerate(entries[0].values):
                 values[f"{name}/{index}"] = value
-    return _checkpoint_from_paths(values, grid, path, notes)
+    return _checkpoint_from_paths(values, grid, path)
 
 
 def _has_values(saved: keras_internals.SavedLayer) -> bool:
@@ -310,10 +310,10 @@ def _open_keras_file(path: str):
     return weights, grids[0] if len(grids) == 1 else None
 
 
-def _checkpoint_from_paths(values, grid, source, notes=None) -> Checkpoint:
+def _checkpoint_from_paths(values, grid, source) -> Checkpoint:
     """`{variable path: array}` -> a `Checkpoint`, pre-training layers left out."""
     params, unmapped = npz.to_checkpoint(values)
-    notes = list(notes or [])
+    notes = []
     left_out = sorted(
         {
             p.split("/")[0]
