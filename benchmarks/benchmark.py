@@ -12,6 +12,7 @@ Usage:
     python benchmarks/benchmark.py                  # all cases, ~25 minutes
     python benchmarks/benchmark.py --only 'infer B/16@224 b8'
     python benchmarks/benchmark.py --finetune      # int8/int4, remat, LoRA
+    python benchmarks/benchmark.py --quick --max-isa AVX2   # an AVX2 machine
     python benchmarks/benchmark.py --report benchmarks/results/results.json
 
 Writes `results.json` (every raw measurement), `results.md` (the table, the
@@ -46,10 +47,82 @@ from hardware import sgemm_probe  # noqa: E402
 
 WORKER = os.path.join(HERE, "worker.py")
 
+# --max-isa: the variables that cap each framework's CPU kernels, so that an
+# AVX-512 machine measures like a smaller one. oneDNN (TensorFlow's kernels,
+# and PyTorch's convolutions) reads ONEDNN_MAX_CPU_ISA, PyTorch's own
+# vectorised kernels ATEN_CPU_CAPABILITY, MKL (PyTorch's matmuls)
+# MKL_ENABLE_INSTRUCTIONS. XLA's CPU kernels (`+xla`, the JAX backend) have
+# no such variable: their rows are marked "not capped".
+ISA_CAPS = {
+    "AVX2": {
+        "ONEDNN_MAX_CPU_ISA": "AVX2",
+        "ATEN_CPU_CAPABILITY": "avx2",
+        "MKL_ENABLE_INSTRUCTIONS": "AVX2",
+    },
+    "AVX512_CORE": {
+        "ONEDNN_MAX_CPU_ISA": "AVX512_CORE",
+        "ATEN_CPU_CAPABILITY": "avx512",
+        "MKL_ENABLE_INSTRUCTIONS": "AVX512",
+    },
+}
 
-def run_worker(case: Case, python: str, timeout: float) -> dict:
+
+def backend_of(case: Case) -> str:
+    """The Keras backend a case runs on (`+jax` modes: JAX)."""
+    return "jax" if "+jax" in case.mode else "tensorflow"
+
+
+def uses_xla(case: Case) -> bool:
+    return "+xla" in case.mode or backend_of(case) == "jax"
+
+
+_DISPATCH_PROBES = {
+    "TensorFlow's oneDNN": (
+        "import os; os.environ['ONEDNN_VERBOSE'] = '1'; "
+        "import tensorflow as tf; x = tf.ones((64, 64)); tf.linalg.matmul(x, x)"
+    ),
+    "PyTorch": (
+        "import torch; print('pytorch-isa:' + torch.backends.cpu.get_cpu_capability())"
+    ),
+}
+
+
+def dispatch_probe(python: str, env: dict) -> dict:
+    """What each framework's CPU kernels actually dispatch to under `env`.
+
+    Proves that `--max-isa` took effect: oneDNN prints its ISA when verbose
+    (e.g. `Intel AVX2`), PyTorch reports its CPU capability (e.g. `AVX2`).
+    A framework that is not installed is reported as such.
+    """
+    found = {}
+    for name, code in _DISPATCH_PROBES.items():
+        try:
+            proc = subprocess.run(
+                [python, "-c", code],
+                env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", **env),
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
+        except (OSError, subprocess.TimeoutExpired) as error:
+            found[name] = f"probe failed ({type(error).__name__})"
+            continue
+        match = re.search(r"(?:cpu,isa:|pytorch-isa:)([^\n]+)", proc.stdout)
+        found[name] = match.group(1).strip() if match else "not available"
+    return found
+
+
+def run_worker(
+    case: Case, python: str, timeout: float, env: dict | None = None
+) -> dict:
     """Runs one case in a subprocess; returns its result with `peak_rss_mb`."""
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONUNBUFFERED="1")
+    env = dict(
+        os.environ,
+        TF_CPP_MIN_LOG_LEVEL="3",
+        PYTHONUNBUFFERED="1",
+        KERAS_BACKEND=backend_of(case),
+        **(env or {}),
+    )
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
         start = time.perf_counter()
         proc = subprocess.Popen(
@@ -81,14 +154,18 @@ def run_worker(case: Case, python: str, timeout: float) -> dict:
         return result
 
 
-def measure(cases: list[Case], rounds: int, python: str, timeout: float) -> list[dict]:
+def measure(
+    cases: list[Case], rounds: int, python: str, timeout: float, env: dict
+) -> list[dict]:
     all_rounds = []
     for index in range(rounds):
         order = cases if index % 2 == 0 else cases[::-1]
         results = {}
         for number, case in enumerate(order, 1):
-            result = run_worker(case, python, timeout)
+            result = run_worker(case, python, timeout, env)
             results[case] = {**case.__dict__, **result}
+            # XLA's kernels ignore the ISA cap: such a row is not comparable.
+            results[case]["uncapped"] = bool(env) and uses_xla(case)
             status = (
                 result["error"]
                 if "error" in result
@@ -102,6 +179,8 @@ def measure(cases: list[Case], rounds: int, python: str, timeout: float) -> list
 
 
 def header(machine, meta: dict) -> str:
+    probes = meta.get("dispatch", {})
+    dispatched = "; ".join(f"{k}: {v}" for k, v in probes.items()) or "not probed"
     return (
         f"Machine: {machine.describe()}.\n"
         f"Run: {meta['date']}, {meta['mode']} mode, {meta['rounds']} round(s), "
@@ -110,6 +189,7 @@ def header(machine, meta: dict) -> str:
         f"NumPy SGEMM probe {meta['sgemm_gflops']:.0f} GFLOP/s "
         f"({100 * meta['sgemm_gflops'] / machine.peak_gflops('float32'):.0f}% of the "
         f"fp32 peak). Python {meta['python']}.\n"
+        f"Kernels dispatched: {dispatched}.\n"
         f"Versions: {'; '.join(meta['versions'])}."
     )
 
@@ -117,6 +197,8 @@ def header(machine, meta: dict) -> str:
 def write_outputs(rows: list[dict], machine, meta: dict, out_dir: str) -> str:
     os.makedirs(out_dir, exist_ok=True)
     rows = report.derive(rows, machine)
+    for row in rows:
+        row["isa"] = machine.isa
     text = "\n".join(
         [
             header(machine, meta),
@@ -175,6 +257,12 @@ def parse_args(argv):
     )
     parser.add_argument("--timeout", type=float, default=600, help="seconds per case")
     parser.add_argument("--cpu-ghz", type=float, help="clock for the peak FLOP/s")
+    parser.add_argument(
+        "--max-isa",
+        choices=sorted(ISA_CAPS),
+        help="cap oneDNN's and PyTorch's CPU kernels at this ISA (emulates a "
+        "smaller CPU; XLA rows are not capped)",
+    )
     parser.add_argument("--list", action="store_true", help="print the cases and exit")
     parser.add_argument("--report", help="re-render the outputs from a results.json")
     args = parser.parse_args(argv)
@@ -185,10 +273,13 @@ def parse_args(argv):
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    machine = detect_machine(args.cpu_ghz)
+    env = ISA_CAPS.get(args.max_isa, {})
+    machine = detect_machine(args.cpu_ghz, env.get("ONEDNN_MAX_CPU_ISA"))
     if args.report:
         with open(args.report) as f:
             saved = json.load(f)
+        cap = ISA_CAPS.get(saved["meta"].get("max_isa"), {})
+        machine = detect_machine(args.cpu_ghz, cap.get("ONEDNN_MAX_CPU_ISA"))
         print(write_outputs(saved["rows"], machine, saved["meta"], args.out))
         return 0
     if args.finetune:
@@ -208,11 +299,13 @@ def main(argv=None) -> int:
         "python": platform.python_version(),
         "load_start": load_average(),
         "sgemm_gflops": sgemm_probe(),
+        "max_isa": args.max_isa,
+        "dispatch": dispatch_probe(args.python, env),
     }
     print(
         f"{len(cases)} cases x {args.rounds} round(s); {machine.describe()}", flush=True
     )
-    rows = measure(cases, args.rounds, args.python, args.timeout)
+    rows = measure(cases, args.rounds, args.python, args.timeout, env)
     meta["load_end"] = load_average()
     loads = [r["load_start"] for r in rows if "load_start" in r]
     meta["load_mean"] = sum(loads) / len(loads) if loads else meta["load_end"]

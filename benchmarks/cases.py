@@ -32,7 +32,9 @@ class Case:
             `"predict+int4"` (keras_vit after `keras_vit.finetune.quantize`,
             head in float); `"train"`, `"train+xla"`, `"train+remat"`
             (`keras_vit.ViT(remat=True)`) or `"train+lora"` (rank 8 on
-            q/k/v, out and MLP; `train_on_batch`); `"eager"` or `"compile"` (timm
+            q/k/v, out and MLP; `train_on_batch`); `"predict+jax"` and
+            `"train+jax"`: the same on Keras's JAX backend (XLA-compiled
+            steps); `"eager"` or `"compile"` (timm
             with `torch.compile`); for the data pipeline, `"crop+flip"` or
             `"crop+flip+randaugment"`.
         precision: `"float32"` or `"bfloat16"` (Keras `mixed_bfloat16`;
@@ -97,12 +99,19 @@ KV, TIMM, HUB = "keras_vit", "timm", "keras_hub"
 def quick_cases() -> list[Case]:
     """About 5 minutes: the headline comparisons with few iterations."""
     infer = [(KV, "predict"), (TIMM, "eager"), (HUB, "predict")]
-    train = [(KV, "train"), (TIMM, "eager")]
+    train = [(KV, "train"), (TIMM, "eager"), (KV, "train+jax")]
     cases = []
     for precision in PRECISIONS:
         cases += _scenario("infer", "B/16", 224, 8, precision, infer, 1, 3)
     cases += _scenario(
-        "infer", "B/16", 224, 8, "float32", [(KV, "predict+dynamic")], 1, 3
+        "infer",
+        "B/16",
+        224,
+        8,
+        "float32",
+        [(KV, "predict+dynamic"), (KV, "predict+jax")],
+        1,
+        3,
     )
     cases += _scenario("train", "S/16", 224, 32, "float32", train, 1, 3)
     cases.append(Case("data", "data", "crop+flip", "float32", "S/16", 224, 32, 2, 10))
@@ -122,6 +131,7 @@ def full_cases() -> list[Case]:
             (TIMM, "compile"),
             (HUB, "predict+xla"),
             (KV, "predict+dynamic"),
+            (KV, "predict+jax"),
         ],
         "bfloat16": [
             (KV, "predict"),
@@ -130,6 +140,7 @@ def full_cases() -> list[Case]:
             (KV, "predict+xla"),
             (TIMM, "compile"),
             (KV, "predict+bf16-weights"),
+            (KV, "predict+jax"),
         ],
     }
     for precision, entries in b8.items():
@@ -155,8 +166,9 @@ def full_cases() -> list[Case]:
             (HUB, "train"),
             (KV, "train+xla"),
             (TIMM, "compile"),
+            (KV, "train+jax"),
         ],
-        ("S/16", "bfloat16"): [(KV, "train"), (TIMM, "eager")],
+        ("S/16", "bfloat16"): [(KV, "train"), (TIMM, "eager"), (KV, "train+jax")],
         ("Ti/16", "float32"): [(KV, "train"), (TIMM, "eager")],
         ("Ti/16", "bfloat16"): [(KV, "train"), (TIMM, "eager")],
     }

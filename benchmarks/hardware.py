@@ -19,6 +19,12 @@ vendor and family:
 - AMD family 0x1A (Zen 5): two 512-bit FMA pipes.
 - Anything else with AVX2+FMA: two 256-bit units; SSE only: two 128-bit.
 
+The vector ISA the kernels may use is `keras_vit.hardware.vector_isa`:
+the widest class of the flags, capped by `ONEDNN_MAX_CPU_ISA` when the
+benchmark emulates a smaller machine (`--max-isa`); the peak is then the
+capped class's (an AVX2 cap on an AVX-512 CPU counts 8 fp32 lanes and no
+native bfloat16).
+
 Frequency, in order of preference: `--cpu-ghz` (the caller's override),
 `CPU max MHz` from lscpu, the `@ x.xxGHz` of the model name, then BogoMIPS / 2
 (the TSC rate, which is the nominal clock). Cores turbo above the nominal
@@ -49,25 +55,53 @@ class Machine:
     ghz_source: str
     flags: frozenset
     memory_gib: float
+    isa_cap: str | None = None  # ONEDNN_MAX_CPU_ISA given to the workers
+
+    @property
+    def native_isa(self) -> str:
+        """The CPU's own vector ISA class, e.g. `"AVX-512+BF16"`."""
+        from keras_vit.hardware import vector_isa
+
+        return vector_isa(self.flags, env={})
+
+    @property
+    def isa(self) -> str:
+        """The class the benchmark's oneDNN and PyTorch kernels may use."""
+        from keras_vit.hardware import vector_isa
+
+        env = {"ONEDNN_MAX_CPU_ISA": self.isa_cap} if self.isa_cap else {}
+        return vector_isa(self.flags, env=env)
+
+    def isa_text(self) -> str:
+        """`"AVX2"`, or `"AVX2 (capped from AVX-512+BF16 ...)"` when emulated."""
+        if self.isa == self.native_isa:
+            return self.isa
+        return (
+            f"{self.isa} (emulated: a {self.native_isa} CPU capped by "
+            f"ONEDNN_MAX_CPU_ISA={self.isa_cap})"
+        )
+
+    def _units_and_lanes(self) -> tuple[int, int]:
+        return _fma_units_and_fp32_lanes(self.vendor, self.family, self.isa)
 
     @property
     def fp32_flop_per_cycle(self) -> int:
-        units, lanes = _fma_units_and_fp32_lanes(self.vendor, self.family, self.flags)
+        units, lanes = self._units_and_lanes()
         return units * lanes * 2
 
     @property
     def bf16_flop_per_cycle(self) -> int:
-        if "amx_bf16" in self.flags:
+        if self.isa == "AMX":
             return 2048
-        if "avx512_bf16" in self.flags:
+        if self.isa == "AVX-512+BF16":
             return 2 * self.fp32_flop_per_cycle
         return self.fp32_flop_per_cycle  # bf16 is converted to fp32 and back
 
     @property
     def bf16_unit(self) -> str:
-        if "amx_bf16" in self.flags:
+        if self.isa == "AMX":
             return "AMX-BF16"
-        if "avx512_bf16" in self.flags:
+        if self.isa == "AVX-512+BF16":
             return "AVX512_BF16"
         return "fp32 FMA"
 
@@ -80,9 +114,10 @@ class Machine:
         return self.cores * self.ghz * per_cycle
 
     def describe(self) -> str:
-        units, lanes = _fma_units_and_fp32_lanes(self.vendor, self.family, self.flags)
+        units, lanes = self._units_and_lanes()
         return (
             f"{self.model_name} ({self.vendor} family {self.family:#x}), "
+            f"vector ISA {self.isa_text()}, "
             f"{self.cores} cores / {self.threads} threads, {self.ghz:.2f} GHz "
             f"({self.ghz_source}), {self.memory_gib:.0f} GiB RAM; "
             f"fp32 peak {self.peak_gflops('float32'):.0f} GFLOP/s "
@@ -92,14 +127,12 @@ class Machine:
         )
 
 
-def _fma_units_and_fp32_lanes(
-    vendor: str, family: int, flags: frozenset
-) -> tuple[int, int]:
-    if "avx512f" in flags:
+def _fma_units_and_fp32_lanes(vendor: str, family: int, isa: str) -> tuple[int, int]:
+    if isa in ("AMX", "AVX-512+BF16", "AVX-512"):
         if vendor == "AuthenticAMD" and family < 0x1A:
             return 2, 8  # Zen 4: AVX-512 double-pumped on two 256-bit pipes
         return 2, 16
-    if "fma" in flags and "avx2" in flags:
+    if isa == "AVX2":
         return 2, 8
     return 2, 4
 
@@ -132,11 +165,12 @@ def _frequency(fields: dict[str, str], override: float | None) -> tuple[float, s
     return 2.0, "unknown, assumed"
 
 
-def detect_machine(cpu_ghz: float | None = None) -> Machine:
+def detect_machine(cpu_ghz: float | None = None, isa_cap: str | None = None) -> Machine:
     """Reads `lscpu` and `/proc/meminfo` into a `Machine`.
 
     Args:
         cpu_ghz: Override of the clock used for the peak, in GHz.
+        isa_cap: The `ONEDNN_MAX_CPU_ISA` value the workers run under, if any.
 
     Returns:
         A `Machine`.
@@ -162,6 +196,7 @@ def detect_machine(cpu_ghz: float | None = None) -> Machine:
         ghz_source=source,
         flags=frozenset(fields.get("Flags", "").split()),
         memory_gib=memory,
+        isa_cap=isa_cap,
     )
 
 

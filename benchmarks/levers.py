@@ -12,8 +12,8 @@ this work (`ops.dot_product_attention` on `(B, N, H, Dh)` slices, 3-D dense
 layers, `+` for the biases), and a separate-projection variant; they are
 patched in only while their variant is traced. The levers that have a public
 speed switch (`keras_vit.layers.fused_attention`, `bfloat16_softmax`,
-`closed_form_layer_norm`, `erf_gelu`) are flipped with its context manager
-while their variant is traced.
+`closed_form_layer_norm`, `erf_gelu`, `recompute_attention`) are flipped
+with its context manager while their variant is traced.
 
 Usage:
 
@@ -143,6 +143,26 @@ def float32_softmax():
     from keras_vit import layers
 
     return layers.bfloat16_softmax(False)
+
+
+def stored_attention_probabilities():
+    """The attention probabilities kept for the backward pass (no recompute)."""
+    from keras_vit import layers
+
+    return layers.recompute_attention(False)
+
+
+def gelu_op_by_op():
+    """The training GELU differentiated op by op (x, erf argument, CDF kept)."""
+    from keras import ops
+
+    from keras_vit.layers import transformer_block
+
+    def differentiated(x):
+        cdf = 0.5 + 0.5 * ops.erf(ops.cast(x, "float32") * 0.7071067811865476)
+        return x * ops.cast(cdf, x.dtype)
+
+    return mock.patch.object(transformer_block, "_erf_gelu", differentiated)
 
 
 def fused_attention():
@@ -278,9 +298,8 @@ def lever_in_process(lever: str, args) -> tuple[dict, dict]:
         }
     elif lever == "train":
         variants = {
-            "now (unstack, erf GELU, closed-form LN grad, bf16 softmax)": (
-                traced_train_step(model, x)
-            ),
+            "now (unstack, erf GELU, closed-form LN grad, bf16 softmax, "
+            "recomputed probabilities and GELU)": (traced_train_step(model, x)),
             "q/k/v as three slices": traced_train_step(model, x, sliced_qkv),
             "keras.ops.gelu in training": traced_train_step(
                 model, x, ops_gelu_in_training
@@ -291,6 +310,10 @@ def lever_in_process(lever: str, args) -> tuple[dict, dict]:
             "float32 softmax (matters under bfloat16 only)": traced_train_step(
                 model, x, float32_softmax
             ),
+            "attention probabilities kept, not recomputed": traced_train_step(
+                model, x, stored_attention_probabilities
+            ),
+            "GELU differentiated op by op": traced_train_step(model, x, gelu_op_by_op),
         }
     elif lever == "xla":
         variants = {

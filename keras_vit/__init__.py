@@ -11,6 +11,7 @@ model = keras_vit.ViT_L16(num_classes=100)
 
 from keras_vit import fewshot
 from keras_vit import finetune
+from keras_vit import hardware
 from keras_vit import imagenet
 from keras_vit import interop
 from keras_vit import layers
@@ -82,6 +83,7 @@ __all__ = [
     "feature_extractor",
     "fewshot",
     "finetune",
+    "hardware",
     "imagenet",
     "interop",
     "layers",

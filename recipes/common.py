@@ -81,12 +81,13 @@ def setup(config: RunConfig, recipe: str) -> Setup:
     chief = training.is_chief(strategy)
     say = printer(recipe, config.verbose and chief)
     keras.utils.set_random_seed(config.seed)
-    policy = training.set_precision(config.mixed_precision, strategy)
+    policy, why = training.resolve_precision(config.mixed_precision, strategy)
+    keras.config.set_dtype_policy(policy)
     replicas = strategy.num_replicas_in_sync
     per_replica = data.per_replica_batch_size(config.global_batch_size, replicas)
     say(
         f"Strategy: {training.describe(strategy)}; batch {config.global_batch_size} "
-        f"= {replicas} x {per_replica}; precision {policy}."
+        f"= {replicas} x {per_replica}; precision {policy} ({why})."
     )
     return Setup(
         strategy,
@@ -238,6 +239,8 @@ def compile_model(model: keras.Model, config: RunConfig, total_steps: int, **kwa
         steps_per_execution=config.steps_per_execution,
         **kwargs,
     )
+    # Outside the first step: otherwise the step is traced twice.
+    training.build_optimizer(model)
 
 
 def _layer_decay(model: keras.Model, config: RunConfig) -> dict | None:

@@ -23,6 +23,7 @@ SWITCHES = [
     ("bfloat16_softmax", "KERAS_VIT_BFLOAT16_SOFTMAX", True),
     ("closed_form_layer_norm", "KERAS_VIT_CLOSED_FORM_LAYER_NORM", True),
     ("erf_gelu", "KERAS_VIT_ERF_GELU", True),
+    ("recompute_attention", "KERAS_VIT_RECOMPUTE_ATTENTION", True),
 ]
 NAMES = [name for name, _, _ in SWITCHES]
 
@@ -222,8 +223,9 @@ def test_bfloat16_softmax_switch_picks_the_softmax_dtype():
     with layers.bfloat16_softmax(False):
         off_dtypes, off_grads = _softmax_dtypes(layer, x)
         off = np.asarray(keras.ops.cast(layer(x), "float32"))
-    assert on_dtypes == ["bfloat16"]
-    assert off_dtypes == ["float32"]
+    # Forward, then the backward pass's recomputation of the probabilities.
+    assert on_dtypes == ["bfloat16", "bfloat16"]
+    assert off_dtypes == ["float32", "float32"]
     # Forward: float32's probabilities rounded to bfloat16 either way.
     np.testing.assert_allclose(on, off, atol=1e-2 * np.abs(off).max())
     # Backward: bfloat16 rounding, within 2% of each gradient's largest entry.
@@ -235,7 +237,7 @@ def test_bfloat16_softmax_switch_leaves_float32_models_in_float32():
     layer = _randomized(layers.MultiHeadSelfAttention(num_heads=2), (2, 5, 8))
     with layers.bfloat16_softmax(True):
         dtypes, _ = _softmax_dtypes(layer, _random((2, 5, 8)))
-    assert dtypes == ["float32"]
+    assert dtypes == ["float32", "float32"]
 
 
 def test_closed_form_layer_norm_switch_picks_the_gradient():
@@ -287,6 +289,7 @@ def test_block_gradients_agree_with_every_switch_flipped():
         layers.bfloat16_softmax(flipped["bfloat16_softmax"]),
         layers.closed_form_layer_norm(flipped["closed_form_layer_norm"]),
         layers.erf_gelu(flipped["erf_gelu"]),
+        layers.recompute_attention(flipped["recompute_attention"]),
     ):
         assert layers.speed_switches() == flipped
         other = _gradients(block, x)

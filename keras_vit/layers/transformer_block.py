@@ -10,9 +10,11 @@ from keras_vit.layers.config import use_erf_gelu
 from keras_vit.layers.drop_path import DropPath
 from keras_vit.layers.layer_norm import LayerNorm
 from keras_vit.layers.layer_scale import LayerScale
+from keras_vit.layers.recompute import after
 
 LAYER_NORM_EPSILON = 1e-6
 _SQRT_HALF = 0.7071067811865476
+_INV_SQRT_2PI = 0.3989422804014327
 MLP_KINDS = ("gelu", "swiglu")
 # The sublayers `model.quantize` can change (see `sublayer_dtypes`).
 SUBLAYERS_WITH_DTYPES = ("attention", "mlp_dense_1", "mlp_dense_2")
@@ -46,8 +48,38 @@ def gelu(x, approximate: bool = False, training: bool | None = None):
     erf_form = use_erf_gelu()
     if approximate or not (training and erf_form):
         return ops.gelu(x, approximate=approximate)
-    cdf = 0.5 + 0.5 * ops.erf(ops.cast(x, "float32") * _SQRT_HALF)
-    return x * ops.cast(cdf, x.dtype)
+    return _erf_gelu(x)
+
+
+def _erf_gelu(x):
+    """`x * Phi(x)` whose backward pass keeps only `x` and recomputes the rest.
+
+    Differentiated op by op, the product `x * (1 + erf(x / sqrt 2)) / 2`
+    keeps three tensors of the MLP's width alive until the backward pass
+    (`x`, the `erf` argument and the CDF): 0.9 GB of a ViT-S/16 step at batch
+    32. Here the gradient `dy * (Phi(x) + x * phi(x))` is recomputed from `x`
+    alone (one `erf` and one `exp` more), as PyTorch's GELU backward does.
+    """
+
+    @ops.custom_gradient
+    def forward(x):
+        x32 = ops.cast(x, "float32")  # (..., M)
+        cdf = 0.5 + 0.5 * ops.erf(x32 * _SQRT_HALF)
+        outputs = x * ops.cast(cdf, x.dtype)
+
+        def backward(*args, upstream=None):
+            if upstream is None:
+                (upstream,) = args
+            # The CDF computed again, not merged with the forward one.
+            (x32,) = after(upstream, ops.cast(x, "float32"))
+            cdf = 0.5 + 0.5 * ops.erf(x32 * _SQRT_HALF)
+            pdf = _INV_SQRT_2PI * ops.exp(-0.5 * ops.square(x32))
+            dx = ops.cast(upstream, "float32") * (cdf + x32 * pdf)
+            return ops.cast(dx, x.dtype)
+
+        return outputs, backward
+
+    return forward(x)
 
 
 @keras.saving.register_keras_serializable(package="keras_vit")

@@ -3,9 +3,13 @@
 The pieces `recipes/train.py` assembles:
 
 - `select_strategy("auto")`: TPU, multi-worker, mirrored or default.
-- `precision_policy(True, strategy)`: `mixed_bfloat16` / `mixed_float16`.
+- `resolve_precision("auto", strategy)`: the policy for the hardware
+  (`mixed_bfloat16` on TPUs and CPUs with native bfloat16, `mixed_float16`
+  on GPUs, `float32` elsewhere) and why; `precision_policy`, `set_precision`.
 - `WarmupDecay`, `make_optimizer`: the paper's AdamW (pre-training) and
-  SGD-momentum (fine-tuning) with warm-up, decay, clipping and EMA.
+  SGD-momentum (fine-tuning) with warm-up, decay, clipping and EMA;
+  `build_optimizer`: its variables created before the first step (which is
+  then traced once, not twice).
 - `training_callbacks`, `TrainingMonitor`, `ReseedEachEpoch`,
   `DivergenceGuard`, `CrashSafeBackup`, `latest_backup`, `resume_epoch`:
   crash-safe checkpoints and backups, fault tolerance and TensorBoard;
@@ -32,8 +36,10 @@ from keras_vit.training.monitor import TrainingMonitor
 from keras_vit.training.monitor import class_token_attention
 from keras_vit.training.optimizers import NO_WEIGHT_DECAY
 from keras_vit.training.optimizers import OPTIMIZERS
+from keras_vit.training.optimizers import build_optimizer
 from keras_vit.training.optimizers import make_optimizer
 from keras_vit.training.precision import precision_policy
+from keras_vit.training.precision import resolve_precision
 from keras_vit.training.precision import set_precision
 from keras_vit.training.schedules import WarmupDecay
 from keras_vit.training.strategy import STRATEGIES
@@ -61,7 +67,9 @@ __all__ = [
     "NO_WEIGHT_DECAY",
     "OPTIMIZERS",
     "make_optimizer",
+    "build_optimizer",
     "precision_policy",
+    "resolve_precision",
     "set_precision",
     "WarmupDecay",
     "STRATEGIES",

@@ -37,7 +37,7 @@ from recipes.cli import parse_image_size
 OPTIMIZERS = ("adamw", "adam", "sgd")
 SCHEDULES = ("cosine", "linear", "constant")
 STRATEGIES = ("auto", "default", "one_device", "mirrored", "multi_worker", "tpu")
-PRECISIONS = (False, True, "float32", "bfloat16", "float16")
+PRECISIONS = (False, True, "auto", "float32", "bfloat16", "float16")
 POOLINGS = ("token", "gap")
 
 # Fields a resumed run may change freely: where and how verbosely it runs,
@@ -167,7 +167,9 @@ class RunConfig:
 
     # -- distribution and speed --------------------------------------------
     strategy: str = "auto"  # auto, default, one_device, mirrored, multi_worker, tpu.
-    mixed_precision: bool | str = False  # True: bfloat16 on TPU/CPU, float16 on GPU.
+    # "auto"/True: bfloat16 on TPU and on CPUs with AVX512_BF16 or AMX,
+    # float16 on GPU, float32 on other CPUs; "bfloat16"/"float16": always.
+    mixed_precision: bool | str = False
     jit_compile: bool | str = "auto"  # "auto": XLA on GPU/TPU, off on CPU.
     steps_per_execution: int = 1
 

@@ -3,9 +3,10 @@
 Command:
     python -m recipes.train --config cifar10
 
-Hardware: one GPU (mixed precision is on: float16 on a GPU, bfloat16 on a
-TPU or CPU). Any number of GPUs or TPU cores works unchanged: the global
-batch of 512 is split across replicas.
+Hardware: one GPU (mixed precision is "auto": float16 on a GPU, bfloat16
+on a TPU or a CPU with native bfloat16, float32 on other CPUs). Any number
+of GPUs or TPU cores works unchanged: the global batch of 512 is split
+across replicas.
 
 Expected accuracy and time: not measured here (this project's machines have
 no accelerator). ViTs trained from scratch on 50k images lack the
@@ -48,6 +49,6 @@ def get_config() -> TrainConfig:
         warmup_steps=2_000,  # ~20 epochs of 95 steps.
         schedule="cosine",
         epochs=300,
-        mixed_precision=True,
+        mixed_precision="auto",
         verbose=2,
     )

@@ -53,6 +53,6 @@ def get_config() -> TrainConfig:
         ema_momentum=0.9999,
         epochs=20,
         steps_per_epoch=500,  # 10k steps, as in the paper.
-        mixed_precision=True,
+        mixed_precision="auto",
         verbose=2,
     )

@@ -1,0 +1,175 @@
+"""Backward passes that recompute instead of keeping forward tensors alive.
+
+`gelu` (training form) keeps only its input, and the attention core keeps
+only q, k and v: their backward passes recompute the CDF and the attention
+probabilities. These tests check that the gradients are the true ones, and
+that TensorFlow's graph optimiser really keeps the recomputation (it would
+otherwise merge it with the forward ops and keep their outputs alive, which
+is what `keras_vit.layers.recompute.after` prevents).
+"""
+
+from unittest import mock
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from helpers import tiny_model
+from scipy.special import erf
+from tensorflow.core.protobuf import config_pb2
+from tensorflow.python.grappler import tf_optimizer
+
+from keras_vit import layers
+from keras_vit.layers import recompute
+from keras_vit.layers.transformer_block import gelu
+
+
+def _random(shape, seed=0, scale=1.0):
+    return np.random.default_rng(seed).normal(0, scale, shape).astype("float32")
+
+
+def _gradients(layer, x, training):
+    x = tf.constant(x)
+    weights = tf.constant(_random(x.shape, seed=9))
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        loss = tf.reduce_sum(tf.cast(layer(x, training=training), "float32") * weights)
+    return [np.asarray(g) for g in tape.gradient(loss, [x, *layer.trainable_variables])]
+
+
+def test_gelu_gradient_is_the_derivative_of_x_phi_x():
+    x64 = np.linspace(-8, 8, 401)
+    x = tf.constant(x64.astype("float32"))
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        y = gelu(x, training=True)
+    got = np.asarray(tape.gradient(y, x))
+    cdf = 0.5 * (1 + erf(x64 / np.sqrt(2)))
+    pdf = np.exp(-0.5 * x64**2) / np.sqrt(2 * np.pi)
+    np.testing.assert_allclose(np.asarray(y), x64 * cdf, atol=5e-7, rtol=1e-6)
+    np.testing.assert_allclose(got, cdf + x64 * pdf, atol=1e-6, rtol=1e-6)
+
+
+def test_gelu_gradient_in_bfloat16_keeps_the_input_dtype():
+    x = tf.constant(np.linspace(-4, 4, 33), "bfloat16")
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        y = gelu(x, training=True)
+    grad = tape.gradient(y, x)
+    assert (y.dtype, grad.dtype) == (tf.bfloat16, tf.bfloat16)
+    want = np.asarray(grad, "float32")
+    x64 = np.asarray(x, "float64")
+    exact = 0.5 * (1 + erf(x64 / np.sqrt(2))) + x64 * np.exp(-0.5 * x64**2) / np.sqrt(
+        2 * np.pi
+    )
+    np.testing.assert_allclose(want, exact, atol=1e-2)
+
+
+@pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])
+def test_attention_gradients_equal_the_stored_probabilities_path(policy):
+    # training=True recomputes the probabilities in the backward pass;
+    # training=False (no dropout here) differentiates the stored ones.
+    layer = layers.MultiHeadSelfAttention(num_heads=2, dtype=policy)
+    layer.build((2, 17, 32))
+    layer.set_weights(
+        [_random(w.shape, seed=i, scale=0.3) for i, w in enumerate(layer.weights)]
+    )
+    x = _random((2, 17, 32))
+    with layers.fused_attention(False):
+        recomputed = _gradients(layer, x, training=True)
+        stored = _gradients(layer, x, training=False)
+    tolerance = 1e-6 if policy == "float32" else 1e-2
+    for got, want in zip(recomputed, stored, strict=True):
+        np.testing.assert_allclose(got, want, atol=tolerance * np.abs(want).max())
+
+
+def _optimized_op_counts(block, x):
+    """Op types of a training step's graph after TensorFlow's optimiser."""
+
+    @tf.function
+    def gradients(x):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            loss = tf.reduce_sum(block(x, training=True))
+        return loss, tape.gradient(loss, [x, *block.trainable_variables])
+
+    graph = gradients.get_concrete_function(tf.TensorSpec(x.shape)).graph
+    meta = tf.compat.v1.train.export_meta_graph(
+        graph_def=graph.as_graph_def(), graph=graph
+    )
+    fetches = meta.collection_def["train_op"].node_list.value
+    fetches.extend(t.name for t in graph.outputs)
+    optimized = tf_optimizer.OptimizeGraph(config_pb2.ConfigProto(), meta)
+    counts = {}
+    for node in optimized.node:
+        counts[node.op] = counts.get(node.op, 0) + 1
+    return counts
+
+
+def test_graph_optimizer_keeps_the_recomputation_apart():
+    block = layers.TransformerBlock(num_heads=2, mlp_dim=16)
+    block.build((2, 5, 8))
+    with layers.fused_attention(False):
+        counts = _optimized_op_counts(block, _random((2, 5, 8)))
+        # Without the dependency on the upstream gradient, the optimiser merges
+        # the recomputed softmax and erf with the forward ones.
+        with (
+            mock.patch("keras_vit.layers.attention.after", lambda _, *t: t),
+            mock.patch("keras_vit.layers.transformer_block.after", lambda _, *t: t),
+        ):
+            merged = _optimized_op_counts(block, _random((2, 5, 8)))
+    softmax = [k for k in counts if "Softmax" in k]
+    assert sum(counts[k] for k in softmax) == 2, counts
+    assert counts.get("Erf", 0) == 2, counts
+    assert sum(merged.get(k, 0) for k in softmax) == 1, merged
+    assert merged.get("Erf", 0) == 1, merged
+
+
+def test_ties_are_zero_even_for_a_nan_or_infinite_gradient():
+    x = tf.constant([[1.5, -2.0], [0.0, 3.0]])
+    for upstream in ([np.nan, 1.0], [np.inf, 0.0], [-np.inf, 2.0], [0.0, 0.0]):
+        (again,) = recompute.after(tf.constant(upstream), x)
+        np.testing.assert_array_equal(np.asarray(again), np.asarray(x))
+        assert float(recompute.tied_zero(tf.constant(upstream))) == 0.0
+
+
+# --- the optimizer built before the first step ----------------------------------
+
+
+def _compiled_tiny_vit():
+    model = tiny_model()
+    model.compile(optimizer="adamw", loss="sparse_categorical_crossentropy")
+    return model
+
+
+def _traces_of_first_step(model):
+    traced = []
+    step = type(model).train_step
+
+    def counting(self, data):
+        traced.append(1)
+        return step(self, data)
+
+    x = np.zeros((2, 32, 32, 3), "float32")
+    y = np.zeros((2,), "int32")
+    with mock.patch.object(type(model), "train_step", counting):
+        model.train_on_batch(x, y)
+    return len(traced)
+
+
+def test_build_optimizer_makes_the_first_step_one_trace():
+    from keras_vit.training import build_optimizer
+
+    # Keras alone: the slot variables are created inside the traced step,
+    # so TensorFlow traces it twice.
+    assert _traces_of_first_step(_compiled_tiny_vit()) == 2
+    model = _compiled_tiny_vit()
+    assert build_optimizer(model) is model
+    assert model.optimizer.built
+    assert _traces_of_first_step(model) == 1
+
+
+def test_build_optimizer_refuses_an_uncompiled_model():
+    from keras_vit.training import build_optimizer
+
+    with pytest.raises(ValueError, match="not compiled"):
+        build_optimizer(tiny_model())
