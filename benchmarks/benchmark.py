@@ -76,6 +76,25 @@ def uses_xla(case: Case) -> bool:
     return "+xla" in case.mode or backend_of(case) == "jax"
 
 
+def emulation_limit(case: Case, env: dict) -> str | None:
+    """Why a case cannot be measured under an ISA cap, or None.
+
+    TensorFlow routes bfloat16 matmuls to oneDNN when the CPU's own flags
+    have AVX-512 (it does not read ONEDNN_MAX_CPU_ISA); oneDNN, capped at
+    AVX2, then has no bfloat16 kernel and the step aborts. A real AVX2 CPU
+    takes TensorFlow's Eigen kernels instead, which the cap cannot emulate.
+    """
+    keras_tf = (
+        case.impl in ("keras_vit", "keras_hub") and backend_of(case) == "tensorflow"
+    )
+    capped_to_avx2 = env.get("ONEDNN_MAX_CPU_ISA") == "AVX2"
+    if capped_to_avx2 and keras_tf and case.precision == "bfloat16":
+        return (
+            "not emulable: TF sends bfloat16 to oneDNN, which has no AVX2 bf16 kernel"
+        )
+    return None
+
+
 _DISPATCH_PROBES = {
     "TensorFlow's oneDNN": (
         "import os; os.environ['ONEDNN_VERBOSE'] = '1'; "
@@ -162,7 +181,10 @@ def measure(
         order = cases if index % 2 == 0 else cases[::-1]
         results = {}
         for number, case in enumerate(order, 1):
-            result = run_worker(case, python, timeout, env)
+            limit = emulation_limit(case, env)
+            result = (
+                {"error": limit} if limit else run_worker(case, python, timeout, env)
+            )
             results[case] = {**case.__dict__, **result}
             # XLA's kernels ignore the ISA cap: such a row is not comparable.
             results[case]["uncapped"] = bool(env) and uses_xla(case)
@@ -188,7 +210,8 @@ def header(machine, meta: dict) -> str:
         f"{meta['load_end']:.2f} at end (mean over cases {meta['load_mean']:.2f}); "
         f"NumPy SGEMM probe {meta['sgemm_gflops']:.0f} GFLOP/s "
         f"({100 * meta['sgemm_gflops'] / machine.peak_gflops('float32'):.0f}% of the "
-        f"fp32 peak). Python {meta['python']}.\n"
+        f"fp32 peak{'; NumPy is not capped' if meta.get('max_isa') else ''}). "
+        f"Python {meta['python']}.\n"
         f"Kernels dispatched: {dispatched}.\n"
         f"Versions: {'; '.join(meta['versions'])}."
     )
@@ -196,6 +219,12 @@ def header(machine, meta: dict) -> str:
 
 def write_outputs(rows: list[dict], machine, meta: dict, out_dir: str) -> str:
     os.makedirs(out_dir, exist_ok=True)
+    cap = ISA_CAPS.get(meta.get("max_isa"), {})
+    for row in rows:
+        case = Case(**{f: row[f] for f in Case.__dataclass_fields__})
+        limit = emulation_limit(case, cap)
+        if limit and "error" in row:
+            row["error"] = limit
     rows = report.derive(rows, machine)
     for row in rows:
         row["isa"] = machine.isa

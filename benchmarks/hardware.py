@@ -38,6 +38,7 @@ import os
 import platform
 import re
 import subprocess
+import sys
 import time
 from dataclasses import dataclass
 
@@ -60,25 +61,21 @@ class Machine:
     @property
     def native_isa(self) -> str:
         """The CPU's own vector ISA class, e.g. `"AVX-512+BF16"`."""
-        from keras_vit.hardware import vector_isa
-
-        return vector_isa(self.flags, env={})
+        return _keras_vit_hardware().vector_isa(self.flags, env={})
 
     @property
     def isa(self) -> str:
         """The class the benchmark's oneDNN and PyTorch kernels may use."""
-        from keras_vit.hardware import vector_isa
-
         env = {"ONEDNN_MAX_CPU_ISA": self.isa_cap} if self.isa_cap else {}
-        return vector_isa(self.flags, env=env)
+        return _keras_vit_hardware().vector_isa(self.flags, env=env)
 
     def isa_text(self) -> str:
         """`"AVX2"`, or `"AVX2 (capped from AVX-512+BF16 ...)"` when emulated."""
         if self.isa == self.native_isa:
             return self.isa
         return (
-            f"{self.isa} (emulated: a {self.native_isa} CPU capped by "
-            f"ONEDNN_MAX_CPU_ISA={self.isa_cap})"
+            f"{self.isa} (emulated: ONEDNN_MAX_CPU_ISA={self.isa_cap} on an "
+            f"{self.native_isa} CPU)"
         )
 
     def _units_and_lanes(self) -> tuple[int, int]:
@@ -125,6 +122,31 @@ class Machine:
             f"{self.ghz:.2f} GHz), bf16 peak {self.peak_gflops('bfloat16'):.0f} "
             f"GFLOP/s ({self.bf16_unit})"
         )
+
+
+def _keras_vit_hardware():
+    """`keras_vit/hardware.py`, loaded without importing the `keras_vit` package.
+
+    The package imports TensorFlow (0.7 GB). The benchmark's process must stay
+    small: Linux reports a child's peak RSS (`ru_maxrss`) as at least the
+    parent's RSS when it was forked, so a large parent inflates every case's
+    memory figures.
+    """
+    import importlib.util
+
+    name = "keras_vit_hardware_standalone"
+    if name not in sys.modules:
+        package = importlib.util.find_spec("keras_vit")
+        if package is None or not package.submodule_search_locations:
+            raise ImportError("keras_vit is not installed: pip install -e .")
+        folder = next(iter(package.submodule_search_locations))
+        spec = importlib.util.spec_from_file_location(
+            name, os.path.join(folder, "hardware.py")
+        )
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        sys.modules[name] = module
+    return sys.modules[name]
 
 
 def _fma_units_and_fp32_lanes(vendor: str, family: int, isa: str) -> tuple[int, int]:

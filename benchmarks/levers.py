@@ -12,7 +12,7 @@ this work (`ops.dot_product_attention` on `(B, N, H, Dh)` slices, 3-D dense
 layers, `+` for the biases), and a separate-projection variant; they are
 patched in only while their variant is traced. The levers that have a public
 speed switch (`keras_vit.layers.fused_attention`, `bfloat16_softmax`,
-`closed_form_layer_norm`, `erf_gelu`, `recompute_attention`) are flipped
+`closed_form_layer_norm`, `erf_gelu`, `recompute_activations`) are flipped
 with its context manager while their variant is traced.
 
 Usage:
@@ -149,7 +149,7 @@ def stored_attention_probabilities():
     """The attention probabilities kept for the backward pass (no recompute)."""
     from keras_vit import layers
 
-    return layers.recompute_attention(False)
+    return layers.recompute_activations(False)
 
 
 def gelu_op_by_op():

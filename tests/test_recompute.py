@@ -20,6 +20,7 @@ from tensorflow.python.grappler import tf_optimizer
 
 from keras_vit import layers
 from keras_vit.layers import recompute
+from keras_vit.layers import transformer_block
 from keras_vit.layers.transformer_block import gelu
 
 
@@ -85,14 +86,17 @@ def test_attention_gradients_equal_the_stored_probabilities_path(policy):
 def _optimized_op_counts(block, x):
     """Op types of a training step's graph after TensorFlow's optimiser."""
 
+    # The loss weights are an input, as a real loss's gradient is: a constant
+    # upstream gradient would let the optimiser fold the ties away.
     @tf.function
-    def gradients(x):
+    def gradients(x, weights):
         with tf.GradientTape() as tape:
             tape.watch(x)
-            loss = tf.reduce_sum(block(x, training=True))
+            loss = tf.reduce_sum(block(x, training=True) * weights)
         return loss, tape.gradient(loss, [x, *block.trainable_variables])
 
-    graph = gradients.get_concrete_function(tf.TensorSpec(x.shape)).graph
+    spec = tf.TensorSpec(x.shape)
+    graph = gradients.get_concrete_function(spec, spec).graph
     meta = tf.compat.v1.train.export_meta_graph(
         graph_def=graph.as_graph_def(), graph=graph
     )
@@ -173,3 +177,41 @@ def test_build_optimizer_refuses_an_uncompiled_model():
 
     with pytest.raises(ValueError, match="not compiled"):
         build_optimizer(tiny_model())
+
+
+@pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])
+def test_block_gradients_with_and_without_recomputed_activations(policy):
+    block = layers.TransformerBlock(num_heads=2, mlp_dim=16, dtype=policy)
+    block.build((2, 5, 8))
+    block.set_weights(
+        [_random(w.shape, seed=i, scale=0.5) for i, w in enumerate(block.weights)]
+    )
+    x = _random((2, 5, 8))
+    with mock.patch(
+        "keras_vit.layers.transformer_block._gelu_then_dense",
+        wraps=transformer_block._gelu_then_dense,
+    ) as fused:
+        with layers.recompute_activations(True):
+            recomputed = _gradients(block, x, training=True)
+        assert fused.call_count == 1
+        with layers.recompute_activations(False):
+            kept = _gradients(block, x, training=True)
+        assert fused.call_count == 1
+    tolerance = 1e-6 if policy == "float32" else 1e-2
+    for got, want in zip(recomputed, kept, strict=True):
+        np.testing.assert_allclose(got, want, atol=tolerance * np.abs(want).max())
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [{"gelu_approximate": True}, {"dropout_rate": 0.1}, {"mlp": "swiglu"}],
+)
+def test_gelu_stays_apart_from_the_dense_layer_where_it_must(kwargs):
+    block = layers.TransformerBlock(num_heads=2, mlp_dim=16, **kwargs)
+    block.build((2, 5, 8))
+    with (
+        mock.patch("keras_vit.layers.transformer_block._gelu_then_dense") as fused,
+        layers.recompute_activations(True),
+    ):
+        block(_random((2, 5, 8)), training=True)
+    assert fused.call_count == 0

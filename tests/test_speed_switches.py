@@ -23,7 +23,7 @@ SWITCHES = [
     ("bfloat16_softmax", "KERAS_VIT_BFLOAT16_SOFTMAX", True),
     ("closed_form_layer_norm", "KERAS_VIT_CLOSED_FORM_LAYER_NORM", True),
     ("erf_gelu", "KERAS_VIT_ERF_GELU", True),
-    ("recompute_attention", "KERAS_VIT_RECOMPUTE_ATTENTION", True),
+    ("recompute_activations", "KERAS_VIT_RECOMPUTE_ACTIVATIONS", True),
 ]
 NAMES = [name for name, _, _ in SWITCHES]
 
@@ -289,7 +289,7 @@ def test_block_gradients_agree_with_every_switch_flipped():
         layers.bfloat16_softmax(flipped["bfloat16_softmax"]),
         layers.closed_form_layer_norm(flipped["closed_form_layer_norm"]),
         layers.erf_gelu(flipped["erf_gelu"]),
-        layers.recompute_attention(flipped["recompute_attention"]),
+        layers.recompute_activations(flipped["recompute_activations"]),
     ):
         assert layers.speed_switches() == flipped
         other = _gradients(block, x)

@@ -7,18 +7,18 @@ from keras_vit.layers.config import bfloat16_softmax
 from keras_vit.layers.config import closed_form_layer_norm
 from keras_vit.layers.config import erf_gelu
 from keras_vit.layers.config import fused_attention
-from keras_vit.layers.config import recompute_attention
+from keras_vit.layers.config import recompute_activations
 from keras_vit.layers.config import set_bfloat16_softmax
 from keras_vit.layers.config import set_closed_form_layer_norm
 from keras_vit.layers.config import set_erf_gelu
 from keras_vit.layers.config import set_fused_attention
-from keras_vit.layers.config import set_recompute_attention
+from keras_vit.layers.config import set_recompute_activations
 from keras_vit.layers.config import speed_switches
 from keras_vit.layers.config import use_bfloat16_softmax
 from keras_vit.layers.config import use_closed_form_layer_norm
 from keras_vit.layers.config import use_erf_gelu
 from keras_vit.layers.config import use_fused_attention
-from keras_vit.layers.config import use_recompute_attention
+from keras_vit.layers.config import use_recompute_activations
 from keras_vit.layers.conv_blocks import PreActBlock
 from keras_vit.layers.drop_path import DropPath
 from keras_vit.layers.layer_norm import LayerNorm
@@ -55,16 +55,16 @@ __all__ = [
     "closed_form_layer_norm",
     "erf_gelu",
     "fused_attention",
-    "recompute_attention",
+    "recompute_activations",
     "set_bfloat16_softmax",
     "set_closed_form_layer_norm",
     "set_erf_gelu",
     "set_fused_attention",
-    "set_recompute_attention",
+    "set_recompute_activations",
     "speed_switches",
     "use_bfloat16_softmax",
     "use_closed_form_layer_norm",
     "use_erf_gelu",
     "use_fused_attention",
-    "use_recompute_attention",
+    "use_recompute_activations",
 ]

@@ -7,7 +7,7 @@ from keras import ops
 
 from keras_vit.layers.config import use_bfloat16_softmax
 from keras_vit.layers.config import use_fused_attention
-from keras_vit.layers.config import use_recompute_attention
+from keras_vit.layers.config import use_recompute_activations
 from keras_vit.layers.layer_norm import LayerNorm
 from keras_vit.layers.recompute import after
 
@@ -527,7 +527,7 @@ class MultiHeadSelfAttention(keras.layers.Layer):
             in_bfloat16 = use_bfloat16_softmax() and dtype == "bfloat16"
             in_bfloat16 = in_bfloat16 and not return_attention_scores
             softmax_dtype = dtype if in_bfloat16 else "float32"
-            recompute = training and use_recompute_attention()
+            recompute = training and use_recompute_activations()
             if recompute and not (return_attention_scores or use_dropout):
                 context = _recomputing_attention(query, key, value, softmax_dtype)
                 scores = None

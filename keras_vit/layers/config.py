@@ -24,11 +24,11 @@ state is process-wide and not thread-local.
 | `bfloat16_softmax` | `KERAS_VIT_BFLOAT16_SOFTMAX` | on | on |
 | `closed_form_layer_norm` | `KERAS_VIT_CLOSED_FORM_LAYER_NORM` | on | off |
 | `erf_gelu` | `KERAS_VIT_ERF_GELU` | on | on |
-| `recompute_attention` | `KERAS_VIT_RECOMPUTE_ATTENTION` | on | on |
+| `recompute_activations` | `KERAS_VIT_RECOMPUTE_ACTIVATIONS` | on | off |
 
-`recompute_attention` is the one switch that does not change rounding: it
-trades a little time for memory (the attention probabilities are computed
-again in the backward pass instead of being kept).
+`recompute_activations` is the one switch that does not change rounding: it
+trades a little time for memory (the attention probabilities and the MLP's
+GELU output are computed again in the backward pass instead of being kept).
 
 Example:
 
@@ -114,15 +114,15 @@ _CLOSED_FORM_LAYER_NORM = _Switch(
     "closed_form_layer_norm", "KERAS_VIT_CLOSED_FORM_LAYER_NORM", _on_tensorflow
 )
 _ERF_GELU = _Switch("erf_gelu", "KERAS_VIT_ERF_GELU", _always)
-_RECOMPUTE_ATTENTION = _Switch(
-    "recompute_attention", "KERAS_VIT_RECOMPUTE_ATTENTION", _always
+_RECOMPUTE_ACTIVATIONS = _Switch(
+    "recompute_activations", "KERAS_VIT_RECOMPUTE_ACTIVATIONS", _on_tensorflow
 )
 _SWITCHES = (
     _FUSED_ATTENTION,
     _BFLOAT16_SOFTMAX,
     _CLOSED_FORM_LAYER_NORM,
     _ERF_GELU,
-    _RECOMPUTE_ATTENTION,
+    _RECOMPUTE_ACTIVATIONS,
 )
 
 
@@ -298,44 +298,51 @@ def erf_gelu(enable: bool | None) -> contextlib.AbstractContextManager:
 # --- attention probabilities recomputed in the backward pass -------------------
 
 
-def use_recompute_attention() -> bool:
-    """Whether training recomputes the attention probabilities when needed.
+def use_recompute_activations() -> bool:
+    """Whether training recomputes cheap activations instead of keeping them.
 
-    On: the explicit attention core of a training call (no scores returned,
-    no attention dropout, `fused_attention` off) keeps only q, k and v for
-    the backward pass, which computes `softmax(q k^T)` again: 0.36 GB less
-    peak memory for a ViT-S/16 step at batch 32, for about 3% of its time
-    (measured on TensorFlow, docs/performance.md). Off: the probabilities
-    are kept. Gradients are the same either way (the same ops on the same
-    inputs). Defaults to on; environment variable
-    `KERAS_VIT_RECOMPUTE_ATTENTION`.
+    On, a training call keeps fewer tensors for the backward pass, which
+    computes them again from what it keeps:
+
+    - the attention probabilities `softmax(q k^T)` (of the explicit attention
+      core: no scores returned, no attention dropout, `fused_attention` off);
+    - the MLP's GELU output, which the second dense layer's kernel gradient
+      needs (exact GELU with `erf_gelu` on, no MLP dropout, a float
+      `mlp_dense_2` without LoRA).
+
+    For a ViT-S/16 step at batch 32 on TensorFlow: 0.36 GB and 0.46 GB less
+    peak memory, for about 3% of the step's time (docs/performance.md).
+    Gradients are the same either way: the same ops on the same inputs.
+    Defaults to on with TensorFlow, off with JAX and PyTorch (whose
+    compilers and fused kernels make their own choices); environment
+    variable `KERAS_VIT_RECOMPUTE_ACTIVATIONS`.
 
     Returns:
         The switch's current value.
     """
-    return _RECOMPUTE_ATTENTION.get()
+    return _RECOMPUTE_ACTIVATIONS.get()
 
 
-def set_recompute_attention(enable: bool | None) -> None:
-    """Sets `use_recompute_attention()`; `None` returns to the environment/default.
+def set_recompute_activations(enable: bool | None) -> None:
+    """Sets `use_recompute_activations()`; `None` returns to the environment/default.
 
     Example:
 
-    >>> keras_vit.layers.set_recompute_attention(False)  # speed over memory
+    >>> keras_vit.layers.set_recompute_activations(False)  # speed over memory
     """
-    _RECOMPUTE_ATTENTION.set(enable)
+    _RECOMPUTE_ACTIVATIONS.set(enable)
 
 
-def recompute_attention(enable: bool | None) -> contextlib.AbstractContextManager:
-    """Context manager: `set_recompute_attention(enable)`, restored on exit.
+def recompute_activations(enable: bool | None) -> contextlib.AbstractContextManager:
+    """Context manager: `set_recompute_activations(enable)`, restored on exit.
 
     Example:
 
     >>> model.compile(optimizer="adamw", loss="mse")  # a fresh train step
-    >>> with keras_vit.layers.recompute_attention(False):
-    ...     model.fit(x, y)  # traced, and kept, with the probabilities stored
+    >>> with keras_vit.layers.recompute_activations(False):
+    ...     model.fit(x, y)  # traced, and kept, with the activations stored
     """
-    return _RECOMPUTE_ATTENTION.temporarily(enable)
+    return _RECOMPUTE_ACTIVATIONS.temporarily(enable)
 
 
 def speed_switches() -> dict[str, bool]:
@@ -344,7 +351,7 @@ def speed_switches() -> dict[str, bool]:
     Returns:
         `{"fused_attention": ..., "bfloat16_softmax": ...,
         "closed_form_layer_norm": ..., "erf_gelu": ...,
-        "recompute_attention": ...}`.
+        "recompute_activations": ...}`.
 
     Example:
 

@@ -7,6 +7,7 @@ from keras import ops
 
 from keras_vit.layers.attention import MultiHeadSelfAttention
 from keras_vit.layers.config import use_erf_gelu
+from keras_vit.layers.config import use_recompute_activations
 from keras_vit.layers.drop_path import DropPath
 from keras_vit.layers.layer_norm import LayerNorm
 from keras_vit.layers.layer_scale import LayerScale
@@ -51,6 +52,16 @@ def gelu(x, approximate: bool = False, training: bool | None = None):
     return _erf_gelu(x)
 
 
+def _cdf(x32):
+    """`Phi(x)`, the standard normal CDF, in float32."""
+    return 0.5 + 0.5 * ops.erf(x32 * _SQRT_HALF)
+
+
+def _gelu_derivative(x32, cdf):
+    """`d/dx [x Phi(x)] = Phi(x) + x phi(x)`, in float32."""
+    return cdf + x32 * (_INV_SQRT_2PI * ops.exp(-0.5 * ops.square(x32)))
+
+
 def _erf_gelu(x):
     """`x * Phi(x)` whose backward pass keeps only `x` and recomputes the rest.
 
@@ -63,23 +74,60 @@ def _erf_gelu(x):
 
     @ops.custom_gradient
     def forward(x):
-        x32 = ops.cast(x, "float32")  # (..., M)
-        cdf = 0.5 + 0.5 * ops.erf(x32 * _SQRT_HALF)
-        outputs = x * ops.cast(cdf, x.dtype)
+        outputs = x * ops.cast(_cdf(ops.cast(x, "float32")), x.dtype)  # (..., M)
 
         def backward(*args, upstream=None):
             if upstream is None:
                 (upstream,) = args
             # The CDF computed again, not merged with the forward one.
             (x32,) = after(upstream, ops.cast(x, "float32"))
-            cdf = 0.5 + 0.5 * ops.erf(x32 * _SQRT_HALF)
-            pdf = _INV_SQRT_2PI * ops.exp(-0.5 * ops.square(x32))
-            dx = ops.cast(upstream, "float32") * (cdf + x32 * pdf)
+            dx = ops.cast(upstream, "float32") * _gelu_derivative(x32, _cdf(x32))
             return ops.cast(dx, x.dtype)
 
         return outputs, backward
 
     return forward(x)
+
+
+def _gelu_then_dense(x, kernel, bias):
+    """`gelu(x) @ kernel + bias` whose backward pass recomputes `gelu(x)`.
+
+    The second MLP layer's kernel gradient needs its input, the GELU output,
+    so differentiated layer by layer both `x` and `gelu(x)` stay alive until
+    the backward pass. Here only `x` does: the backward pass computes the CDF
+    once from `x` and uses it for the GELU output (for the kernel gradient)
+    and for the GELU derivative. 0.46 GB less for a ViT-S/16 step at batch
+    32, for one multiplication more than `_erf_gelu`'s backward pass.
+
+    Args:
+        x: The first MLP layer's outputs, `(B*N, M)`.
+        kernel: The second layer's kernel in the compute dtype, `(M, D)`.
+        bias: Its bias in the compute dtype, `(D,)`.
+
+    Returns:
+        `(B*N, D)`.
+    """
+
+    @ops.custom_gradient
+    def forward(x, kernel, bias):
+        hidden = x * ops.cast(_cdf(ops.cast(x, "float32")), x.dtype)  # (B*N, M)
+        outputs = ops.add(ops.matmul(hidden, kernel), bias)  # (B*N, D)
+
+        def backward(*args, upstream=None):
+            if upstream is None:
+                (upstream,) = args
+            (x32,) = after(upstream, ops.cast(x, "float32"))  # computed again
+            cdf = _cdf(x32)
+            hidden = ops.cast(x32 * cdf, x.dtype)  # (B*N, M)
+            d_kernel = ops.matmul(ops.transpose(hidden), upstream)  # (M, D)
+            d_bias = ops.sum(upstream, axis=0)  # (D,)
+            d_hidden = ops.matmul(upstream, ops.transpose(kernel))  # (B*N, M)
+            d_x = ops.cast(d_hidden, "float32") * _gelu_derivative(x32, cdf)
+            return ops.cast(d_x, x.dtype), d_kernel, d_bias
+
+        return outputs, backward
+
+    return forward(x, kernel, bias)
 
 
 @keras.saving.register_keras_serializable(package="keras_vit")
@@ -285,10 +333,19 @@ class TransformerBlock(keras.layers.Layer):
         if self.mlp == "swiglu":
             gate, y = ops.split(y, 2, axis=-1)  # (B*N, mlp_dim) each
             y = ops.silu(gate) * y
+        if self._recomputes_gelu(training):
+            dense = self.mlp_dense_2
+            dtype = keras.backend.standardize_dtype(y.dtype)
+            # Tensors, not the variables: the gradient then flows through the
+            # function's inputs (TensorFlow's custom gradients need that).
+            kernel = ops.cast(ops.copy(dense.kernel), dtype)  # (M, D)
+            bias = ops.cast(ops.copy(dense.bias), dtype)  # (D,)
+            y = _gelu_then_dense(y, kernel, bias)  # (B*N, D)
         else:
-            y = gelu(y, self.gelu_approximate, training)
-        y = self.mlp_dropout_1(y, training=training)
-        y = self.mlp_dense_2(y)  # (B*N, D)
+            if self.mlp != "swiglu":
+                y = gelu(y, self.gelu_approximate, training)
+            y = self.mlp_dropout_1(y, training=training)
+            y = self.mlp_dense_2(y)  # (B*N, D)
         y = self.mlp_dropout_2(ops.reshape(y, shape), training=training)  # (B, N, D)
         if self.layer_scale_init is not None:
             y = self.layer_scale_2(y)
@@ -305,6 +362,22 @@ class TransformerBlock(keras.layers.Layer):
         if return_attention_scores:
             return outputs, scores
         return outputs
+
+    def _recomputes_gelu(self, training) -> bool:
+        """Whether this training call fuses GELU into the second dense layer."""
+        dense = self.mlp_dense_2
+        return bool(
+            training
+            and use_recompute_activations()
+            and use_erf_gelu()
+            and self.mlp == "gelu"
+            and not self.gelu_approximate
+            and self.mlp_dropout_1.rate == 0
+            and dense.use_bias
+            and dense.activation is keras.activations.linear
+            and dense.quantization_mode is None
+            and not dense.lora_enabled
+        )
 
     def rematerialized_call(self, layer_call, *args, **kwargs):
         """`keras.RematScope` support: recompute the block in the backward pass.
