@@ -4,7 +4,7 @@ One ViT training step (AdamW, cross-entropy, random images) is profiled
 after two warm-up steps, in each framework, in its own subprocess:
 
 - keras_vit: the step Keras traces for `train_on_batch`, timed per graph
-  node through TensorFlow's run metadata (`step_stats`);
+  node by TensorFlow's profiler (its host events, read from the trace);
 - timm: `torch.profiler` over the same step (self CPU time per ATen op).
 
 Op times are summed by op type and by category (matmul and convolution,
@@ -81,8 +81,12 @@ def _inputs(batch, image_size, seed=0):
 
 
 def profile_keras_vit(variant: str, batch: int, image_size: int) -> dict:
+    import glob
+    import tempfile
+
     import keras
-    from tensorflow.python.eager import context
+    import tensorflow as tf
+    from tensorflow.tsl.profiler.protobuf import xplane_pb2
 
     import keras_vit
     from keras_vit.training import build_optimizer
@@ -96,20 +100,25 @@ def profile_keras_vit(variant: str, batch: int, image_size: int) -> dict:
     images, labels = _inputs(batch, image_size)
     for _ in range(2):
         model.train_on_batch(images, labels)
-    context.enable_run_metadata()
-    start = time.perf_counter()
-    model.train_on_batch(images, labels)
-    wall = time.perf_counter() - start
-    metadata = context.export_run_metadata()
-    context.disable_run_metadata()
+    with tempfile.TemporaryDirectory() as logdir:
+        tf.profiler.experimental.start(logdir)
+        start = time.perf_counter()
+        model.train_on_batch(images, labels)
+        wall = time.perf_counter() - start
+        tf.profiler.experimental.stop()
+        (path,) = glob.glob(os.path.join(logdir, "**", "*.xplane.pb"), recursive=True)
+        space = xplane_pb2.XSpace()
+        with open(path, "rb") as f:
+            space.ParseFromString(f.read())
+    # Graph nodes are the host events named "<node name>:<op type>".
     times = collections.Counter()
-    for device in metadata.step_stats.dev_stats:
-        for node in device.node_stats:
-            label = node.timeline_label or ""
-            match = re.match(r"\S+ = (\S+?)\(", label)
-            if not match or node.op_end_rel_micros <= 0:
-                continue
-            times[match.group(1)] += node.op_end_rel_micros / 1e3
+    for plane in space.planes:
+        for line in plane.lines:
+            for event in line.events:
+                name = plane.event_metadata[event.metadata_id].name
+                match = re.fullmatch(r"[^\s:]+:(\w+)", name)
+                if match:
+                    times[match.group(1)] += event.duration_ps / 1e9
     return {"wall_ms": wall * 1e3, "op_ms": dict(times)}
 
 
