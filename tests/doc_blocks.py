@@ -22,6 +22,24 @@ The conventions, which `tests/test_docs.py` enforces:
   first use into a temporary `$KERAS_HOME`; any real download raises. The
   bundled digits data set keeps its first 128 examples per split, so that a
   block that trains on it (`docs/training.md`) runs in seconds.
+- **The tiny world checks itself** (`verify_tiny_world`, run by
+  `tests/test_docs.py` before each page): inside it, `keras_vit.ViT_B16()`,
+  `keras_vit.ViT("L/16")` and `keras_vit.ViT("R50+B/16")` must have fewer
+  than a million parameters, or `NotTinyError` says the patch is not in
+  effect. Were it not, the pages would build real ViT-B/L models, hundreds of
+  MB to GBs each. As a second net, the weights that layers create inside
+  `tiny_world` are counted (`Layer.add_weight`); past `MAX_WEIGHTS` (60M,
+  less than one real ViT-B/16) the block fails with `NotTinyError` before the
+  memory is spent.
+- **Nothing from outside is initialised inside.** A test that counts a model
+  in `keras.StatelessScope(initialize_variables=False)` (as
+  `tests/test_models.py` does for every zoo size, ViT-H/14 and DINOv2-g/14
+  included) leaves Keras a list of variables to initialise, and the next
+  symbolic call through `backend.compute_output_spec` (keras-hub's layers,
+  `docs/migrating.md`) allocates all of them: 6.5 billion parameters, 24 GiB,
+  after `tests/test_models.py`. `tiny_world` sets that list aside while it is
+  active and puts it back on exit (and `tests/conftest.py` empties it after
+  every test).
 - **Blocks that truly cannot run** (a TF Serving server, a GPU) carry
   `<!-- doc-test: skip REASON -->` on the line before the fence. The reason
   is required; the test reports each skip.
@@ -42,6 +60,7 @@ import contextlib
 import dataclasses
 import glob
 import json
+import math
 import os
 import re
 import struct
@@ -238,9 +257,156 @@ def _few_digits(real_digits):
     return digits
 
 
+# Weight elements the layers may create in one `tiny_world`. The docs' blocks
+# need up to 35M (docs/migrating.md: the synthetic ImageNet-21k checkpoints
+# keep their real 768 x 21843 head); one real ViT-B/16 is 86M, L/16 304M.
+MAX_WEIGHTS = 60_000_000
+# What `verify_tiny_world` accepts for one probe model (the tiny B/16: 98k).
+MAX_PROBE_PARAMS = 1_000_000
+_WHY = (
+    "Without it the docs' `ViT_B16(...)`, `ViT_L16(...)`, pretrained tags and "
+    "saved models are full-size (ViT-B/16: 86M parameters, ViT-L/16: 304M, "
+    "1.2 GB each) and a page builds several: enough to exhaust the memory of "
+    "the test machine."
+)
+_DEFERRED = "uninitialized_variables"  # Keras's global list (see module)
+
+
+class NotTinyError(RuntimeError):
+    """A model built inside `tiny_world` is not tiny: the patch is not in effect."""
+
+
+class _WeightBudget:
+    """Counts the weight elements `Layer.add_weight` creates; raises past `limit`."""
+
+    def __init__(self, limit: int):
+        self.limit = limit
+        self.used = 0
+
+    def charge(self, layer, shape) -> None:
+        try:
+            size = math.prod(int(d) for d in (shape or ()))
+        except TypeError:  # an undefined dimension: `add_weight` itself refuses
+            return
+        self.used += size
+        if self.used > self.limit:
+            raise NotTinyError(
+                f"doc test: {self.used:,} weight elements built inside tiny_world "
+                f"(limit {self.limit:,}; the last, {tuple(shape)}, for layer "
+                f"{layer.name!r}). A full-size model is being built: the tiny-world "
+                "patch of the variant tables does not reach it (or a block needs "
+                f"more, then raise doc_blocks.MAX_WEIGHTS). {_WHY}"
+            )
+
+
+_ACTIVE_BUDGET: _WeightBudget | None = None
+
+
+def _deferred_variables():
+    from keras.src.backend.common import global_state
+
+    return global_state.get_global_attribute(_DEFERRED) or []
+
+
 @contextlib.contextmanager
-def tiny_world(keras_home: str | os.PathLike) -> Iterator[None]:
-    """Tiny variants, synthetic pretrained tags and no network (see module)."""
+def _set_aside_deferred_variables() -> Iterator[None]:
+    """Hides the variables Keras would initialise at the next symbolic call.
+
+    They were created, never allocated, before the tiny world (a model counted
+    in `keras.StatelessScope(initialize_variables=False)`); the first
+    `backend.compute_output_spec` outside a stateless scope allocates every
+    one of them. On exit the list is put back, with any made inside appended.
+    """
+    from keras.src.backend.common import global_state
+
+    outside = list(_deferred_variables())
+    global_state.set_global_attribute(_DEFERRED, [])
+    try:
+        yield
+    finally:
+        inside = list(_deferred_variables())
+        global_state.set_global_attribute(_DEFERRED, outside + inside)
+
+
+@contextlib.contextmanager
+def _weight_budget(limit: int) -> Iterator[_WeightBudget]:
+    global _ACTIVE_BUDGET
+    budget, outer = _WeightBudget(limit), _ACTIVE_BUDGET
+    real_add_weight = keras.layers.Layer.add_weight
+
+    def add_weight(layer, *args, **kwargs):
+        budget.charge(layer, kwargs.get("shape", args[0] if args else None))
+        return real_add_weight(layer, *args, **kwargs)
+
+    _ACTIVE_BUDGET = budget
+    try:
+        with mock.patch.object(keras.layers.Layer, "add_weight", add_weight):
+            yield budget
+    finally:
+        _ACTIVE_BUDGET = outer
+
+
+def verify_tiny_world() -> None:
+    """Builds ViT-B/16, L/16 and R50+B/16 and checks that they are tiny.
+
+    Call it inside `tiny_world`, before a page's blocks: it fails loudly when
+    the patch does not reach what a build reads (a module holding its own
+    reference to the real table, a cache), and when Keras still holds
+    variables from outside waiting to be initialised. The probes' weights do
+    not count against the block budget.
+
+    Raises:
+        NotTinyError: naming the probe, its size, and why it matters.
+    """
+    import keras_vit
+
+    budget = _ACTIVE_BUDGET
+    if budget is None:
+        raise RuntimeError("verify_tiny_world() must run inside tiny_world()")
+    pending = _deferred_variables()
+    if pending:
+        raise NotTinyError(
+            f"doc test: {len(pending)} variables created before the tiny world "
+            f"(e.g. {pending[0].path!r}) are waiting for Keras to initialise them, "
+            "which the first symbolic call of a block would do, full size: "
+            f"tiny_world did not set them aside. {_WHY}"
+        )
+    probes = {
+        "keras_vit.ViT_B16()": lambda: keras_vit.ViT_B16(),
+        'keras_vit.ViT("L/16")': lambda: keras_vit.ViT("L/16"),
+        'keras_vit.ViT("R50+B/16")': lambda: keras_vit.ViT("R50+B/16"),
+    }
+    used = budget.used
+    try:
+        for label, build in probes.items():
+            try:
+                params, cause = build().count_params(), None
+            except NotTinyError as error:  # the budget stopped a full-size build
+                params, cause = None, error
+            if params is None or params >= MAX_PROBE_PARAMS:
+                size = "over the weight budget" if params is None else f"{params:,}"
+                raise NotTinyError(
+                    f"doc test: the tiny-world patch is not in effect: {label} has "
+                    f"{size} parameters inside tiny_world (a tiny one has under "
+                    f"{MAX_PROBE_PARAMS:,}). Something read at build time is not "
+                    "the patched `keras_vit.models.variants.VARIANTS`/`BACKBONES` "
+                    f"(a copied table, a cache). {_WHY}"
+                ) from cause
+    finally:
+        budget.used = used
+
+
+@contextlib.contextmanager
+def tiny_world(
+    keras_home: str | os.PathLike, max_weights: int | None = None
+) -> Iterator[None]:
+    """Tiny variants, synthetic pretrained tags and no network (see module).
+
+    Args:
+        keras_home: The `$KERAS_HOME` of synthetic checkpoints.
+        max_weights: Weight elements the layers may create inside; past it
+            `Layer.add_weight` raises `NotTinyError`. Default `MAX_WEIGHTS`.
+    """
     from keras_vit.data import datasets
     from keras_vit.models import variants
     from keras_vit.weights import architecture
@@ -273,6 +439,9 @@ def tiny_world(keras_home: str | os.PathLike) -> Iterator[None]:
         stack.enter_context(
             mock.patch.dict(os.environ, {"KERAS_HOME": os.fspath(keras_home)})
         )
+        stack.enter_context(_set_aside_deferred_variables())
+        limit = MAX_WEIGHTS if max_weights is None else max_weights
+        stack.enter_context(_weight_budget(limit))
         yield
 
 

@@ -6,7 +6,10 @@ How the blocks run (the full convention is in `tests/doc_blocks.py`):
   working directory; a page's prelude (`doc_blocks.PRELUDES`) first makes
   the names its prose assumes (`images`, `model`, files it loads);
 - inside `doc_blocks.tiny_world`: every ViT size is tiny, pretrained tags
-  are random synthetic checkpoints, nothing is downloaded;
+  are random synthetic checkpoints, nothing is downloaded; before a page's
+  first block, `doc_blocks.verify_tiny_world` builds ViT-B/16, L/16 and
+  R50+B/16 there and fails the page if they are not tiny (the docs would
+  build full-size models, GBs of memory);
 - `<!-- doc-test: skip REASON -->` before a block skips it, with the reason
   in the test report (`pytest -rs`);
 - blocks write to relative paths (the page's working directory), never to
@@ -17,6 +20,7 @@ traceback; a block after a failed one on the same page is reported as not
 run rather than as a misleading `NameError`.
 """
 
+import contextlib
 import dataclasses
 import os
 import re
@@ -80,6 +84,7 @@ def _run_until(block: Block, keras_home, tmp_path_factory, monkeypatch):
         if not page.started:
             page.started = True
             try:
+                doc_blocks.verify_tiny_world()
                 page.namespace.update(doc_blocks.PRELUDES.get(block.page, dict)())
             except Exception as error:
                 page.prelude_error = error
@@ -221,6 +226,73 @@ def test_tiny_world_builds_tiny_models_and_synthesises_tags(tmp_path):
     from keras_vit.models import variants
 
     assert variants.VARIANTS["L"].hidden_dim == 1024
+
+
+def test_tiny_world_verification_fails_loudly_when_the_patch_is_lost(
+    tmp_path, monkeypatch
+):
+    from keras_vit.models import variants
+
+    real = (variants.VARIANTS, variants.BACKBONES)
+    monkeypatch.setattr(doc_blocks, "_tiny_tables", lambda: real)
+    # The weight budget stops the real ViT-B/16 after 5M of its 86M weights.
+    with doc_blocks.tiny_world(tmp_path, max_weights=5_000_000):
+        with pytest.raises(doc_blocks.NotTinyError) as caught:
+            doc_blocks.verify_tiny_world()
+    message = str(caught.value)
+    assert "tiny-world patch is not in effect" in message
+    assert "keras_vit.ViT_B16()" in message and "full-size" in message
+    assert isinstance(caught.value.__cause__, doc_blocks.NotTinyError)
+
+
+def test_tiny_world_verification_checks_the_parameter_count(tmp_path, monkeypatch):
+    with doc_blocks.tiny_world(tmp_path):
+        doc_blocks.verify_tiny_world()  # the tiny B/16: 98k parameters
+        monkeypatch.setattr(doc_blocks, "MAX_PROBE_PARAMS", 1_000)
+        expected = r"ViT_B16\(\) has [\d,]+ parameters"
+        with pytest.raises(doc_blocks.NotTinyError, match=expected):
+            doc_blocks.verify_tiny_world()
+
+
+def test_a_block_building_too_many_weights_fails(tmp_path):
+    import keras_vit
+
+    with doc_blocks.tiny_world(tmp_path, max_weights=10_000):
+        with pytest.raises(doc_blocks.NotTinyError, match="full-size model"):
+            keras_vit.ViT("test/8", image_size=32)
+    keras_vit.ViT("test/8", image_size=32)  # no budget outside
+
+
+def test_variables_left_to_initialise_stay_outside_the_tiny_world(
+    tmp_path, monkeypatch
+):
+    # tests/test_models.py counts every zoo model this way; the first symbolic
+    # call of a keras-hub layer in a block would allocate them all (24 GiB).
+    import keras
+    from keras.src.backend.common import global_state
+
+    import keras_vit
+
+    before = list(doc_blocks._deferred_variables())
+    with keras.StatelessScope(initialize_variables=False):
+        keras_vit.ViT("test/8", image_size=32)
+    left = list(doc_blocks._deferred_variables())
+    assert len(left) > len(before)
+    try:
+        with doc_blocks.tiny_world(tmp_path):
+            assert doc_blocks._deferred_variables() == []
+            doc_blocks.verify_tiny_world()
+        assert [id(v) for v in doc_blocks._deferred_variables()] == [
+            id(v) for v in left
+        ]
+        monkeypatch.setattr(
+            doc_blocks, "_set_aside_deferred_variables", contextlib.nullcontext
+        )
+        with doc_blocks.tiny_world(tmp_path):
+            with pytest.raises(doc_blocks.NotTinyError, match="waiting for Keras"):
+                doc_blocks.verify_tiny_world()
+    finally:
+        global_state.set_global_attribute("uninitialized_variables", before)
 
 
 # --- The migration guide: every table row is exercised ------------------------

@@ -103,10 +103,8 @@ def precision_policy(
     `"mixed_float16"` on GPUs and `"float32"` on other CPUs.
 
     Args:
-        mixed_precision: `False`/`"float32"` (full precision), `"auto"`/
-            `True` (the hardware's fast format), `"bfloat16"` or
-            `"float16"`.
-        strategy: The strategy the model will run under; decides `"auto"`.
+        mixed_precision: As for `resolve_precision`.
+        strategy: As for `resolve_precision`.
 
     Returns:
         `"float32"`, `"mixed_bfloat16"` or `"mixed_float16"`.
