@@ -16,6 +16,13 @@ changes the assumption.
   calls `self._clip_gradients(grads)` once per update, in each replica's
   context under a TensorFlow distribution strategy, before the replicas'
   gradients are summed.
+- Variables whose allocation Keras defers (`deferred_variables`): a variable
+  created in `keras.StatelessScope(initialize_variables=False)` waits on
+  the global list `"uninitialized_variables"` of
+  `keras.src.backend.common.global_state`, and the next symbolic call
+  outside a stateless scope allocates every variable on it. The test suite
+  uses this to keep parameter-count tests from allocating full-size models
+  later.
 - `model.fit` under a multi-worker strategy (keras-team/keras#20585,
   `build_for_fit` and `logs_with_batch_axis`): `Trainer._symbolic_build`
   builds the model, its compiled loss and metrics and the optimizer from
@@ -204,3 +211,35 @@ def _with_batch_axis(step):
         return keras.tree.map_structure(lambda v: keras.ops.reshape(v, (1,)), logs)
 
     return wrapped
+
+
+# --- variables whose allocation Keras defers -----------------------------------
+
+_DEFERRED = "uninitialized_variables"
+
+
+def deferred_variables() -> list:
+    """The variables Keras will allocate at the next symbolic call.
+
+    Variables created in `keras.StatelessScope(initialize_variables=False)`
+    are not allocated; Keras keeps them on a global list and allocates all of
+    them the next time a layer is called symbolically outside a stateless
+    scope (`backend.compute_output_spec`), whatever model that call is for.
+
+    Returns:
+        A new list of those variables (empty when there are none).
+    """
+    from keras.src.backend.common import global_state
+
+    return list(global_state.get_global_attribute(_DEFERRED) or [])
+
+
+def set_deferred_variables(variables: list) -> None:
+    """Replaces Keras's list of variables waiting to be allocated.
+
+    `set_deferred_variables([])` forgets them (they stay unallocated for
+    good); restoring an earlier `deferred_variables()` puts them back.
+    """
+    from keras.src.backend.common import global_state
+
+    global_state.set_global_attribute(_DEFERRED, list(variables))

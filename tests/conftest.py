@@ -10,6 +10,8 @@ sys.path.insert(0, os.path.dirname(__file__))  # tests/reference.py, helpers.py
 import keras  # noqa: E402
 import pytest  # noqa: E402
 
+from keras_vit import keras_internals
+
 
 def pytest_addoption(parser):
     parser.addoption(
@@ -48,6 +50,4 @@ def _drop_uninitialised_variables():
     `test_models.py`, whichever test comes next.
     """
     yield
-    from keras.src.backend.common import global_state
-
-    global_state.set_global_attribute("uninitialized_variables", [])
+    keras_internals.set_deferred_variables([])

@@ -73,6 +73,8 @@ from unittest import mock
 import keras
 import numpy as np
 
+from keras_vit import keras_internals
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 _FENCE_OPEN = re.compile(r"^(?P<indent>[ \t]*)```[ \t]*(?P<lang>[\w+-]*)[^`]*$")
@@ -269,7 +271,6 @@ _WHY = (
     "1.2 GB each) and a page builds several: enough to exhaust the memory of "
     "the test machine."
 )
-_DEFERRED = "uninitialized_variables"  # Keras's global list (see module)
 
 
 class NotTinyError(RuntimeError):
@@ -303,9 +304,7 @@ _ACTIVE_BUDGET: _WeightBudget | None = None
 
 
 def _deferred_variables():
-    from keras.src.backend.common import global_state
-
-    return global_state.get_global_attribute(_DEFERRED) or []
+    return keras_internals.deferred_variables()
 
 
 @contextlib.contextmanager
@@ -317,15 +316,13 @@ def _set_aside_deferred_variables() -> Iterator[None]:
     `backend.compute_output_spec` outside a stateless scope allocates every
     one of them. On exit the list is put back, with any made inside appended.
     """
-    from keras.src.backend.common import global_state
-
-    outside = list(_deferred_variables())
-    global_state.set_global_attribute(_DEFERRED, [])
+    outside = keras_internals.deferred_variables()
+    keras_internals.set_deferred_variables([])
     try:
         yield
     finally:
-        inside = list(_deferred_variables())
-        global_state.set_global_attribute(_DEFERRED, outside + inside)
+        inside = keras_internals.deferred_variables()
+        keras_internals.set_deferred_variables(outside + inside)
 
 
 @contextlib.contextmanager

@@ -269,9 +269,9 @@ def test_variables_left_to_initialise_stay_outside_the_tiny_world(
     # tests/test_models.py counts every zoo model this way; the first symbolic
     # call of a keras-hub layer in a block would allocate them all (24 GiB).
     import keras
-    from keras.src.backend.common import global_state
 
     import keras_vit
+    from keras_vit import keras_internals
 
     before = list(doc_blocks._deferred_variables())
     with keras.StatelessScope(initialize_variables=False):
@@ -292,7 +292,7 @@ def test_variables_left_to_initialise_stay_outside_the_tiny_world(
             with pytest.raises(doc_blocks.NotTinyError, match="waiting for Keras"):
                 doc_blocks.verify_tiny_world()
     finally:
-        global_state.set_global_attribute("uninitialized_variables", before)
+        keras_internals.set_deferred_variables(before)
 
 
 # --- The migration guide: every table row is exercised ------------------------

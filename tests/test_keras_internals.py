@@ -409,3 +409,24 @@ def test_logs_with_batch_axis_gives_each_log_one_leading_axis():
         assert all(tuple(v.shape) == (1,) for v in logs.values())
         # What the multi-worker reduction does to them: scalars again.
         assert all(tf.reduce_mean(v, axis=0).shape == () for v in logs.values())
+
+
+def test_deferred_variables_are_those_of_a_stateless_scope_and_can_be_set():
+    before = keras_internals.deferred_variables()
+    with keras.StatelessScope(initialize_variables=False):
+        layer = keras.layers.Dense(3)
+        layer.build((None, 2))
+    after = keras_internals.deferred_variables()
+    try:
+        added = [v for v in after if all(v is not b for b in before)]
+        assert {id(v) for v in added} == {id(v) for v in layer.weights}, (
+            f"Keras {keras.__version__}: variables created in "
+            "StatelessScope(initialize_variables=False) are no longer kept on "
+            "global_state 'uninitialized_variables'; keras_internals."
+            "deferred_variables (used by tests/conftest.py and tests/doc_blocks.py "
+            "to stop a later symbolic call from allocating them) must follow."
+        )
+        keras_internals.set_deferred_variables([])
+        assert keras_internals.deferred_variables() == []
+    finally:
+        keras_internals.set_deferred_variables(before)
