@@ -27,6 +27,7 @@ import numpy as np
 
 from keras_vit.layers.attention import QKV
 from keras_vit.layers.attention import MultiHeadSelfAttention
+from keras_vit.layers.utils import subset_of
 from keras_vit.models.layout import HEAD_LAYERS
 from keras_vit.models.layout import ViTLayout
 
@@ -81,13 +82,7 @@ def enable_lora(
     >>> enable_lora(model, rank=2, alpha=4, targets=("qkv",))
     >>> sum(int(np.prod(v.shape)) for v in model.trainable_weights)
     """
-    targets = (targets,) if isinstance(targets, str) else tuple(targets)
-    unknown = [t for t in targets if t not in LORA_TARGETS]
-    if unknown or not targets:
-        raise ValueError(
-            f"`targets` must be a non-empty subset of {LORA_TARGETS}. "
-            f"Received: targets={targets!r}"
-        )
+    targets = subset_of(targets, LORA_TARGETS, "targets")
     if int(rank) <= 0:
         raise ValueError(f"`rank` must be positive. Received: rank={rank}")
     layout = ViTLayout.of(model)

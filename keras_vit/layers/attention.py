@@ -10,6 +10,7 @@ from keras_vit.layers.config import use_fused_attention
 from keras_vit.layers.config import use_recompute_activations
 from keras_vit.layers.layer_norm import LayerNorm
 from keras_vit.layers.recompute import after
+from keras_vit.layers.utils import subset_of
 
 # The projections that can carry LoRA adapters; the first three are the
 # slices of the fused kernel, in its axis-1 order.
@@ -17,17 +18,6 @@ LORA_TARGETS = ("query", "key", "value", "out")
 QKV = LORA_TARGETS[:3]
 # Quantization modes with a quantized call path here.
 QUANTIZATION_MODES = ("int8", "int4")
-
-
-def _check_targets(targets) -> tuple[str, ...]:
-    targets = (targets,) if isinstance(targets, str) else tuple(targets)
-    unknown = [t for t in targets if t not in LORA_TARGETS]
-    if unknown or not targets:
-        raise ValueError(
-            f"`lora_targets` must be a non-empty subset of {LORA_TARGETS}. "
-            f"Received: lora_targets={targets!r}"
-        )
-    return tuple(t for t in LORA_TARGETS if t in targets)
 
 
 def _attention_probabilities(query, key, softmax_dtype):
@@ -206,7 +196,7 @@ class MultiHeadSelfAttention(keras.layers.Layer):
             self.seed_generator = keras.random.SeedGenerator()
         self.lora_rank = None if lora_rank is None else int(lora_rank)
         self.lora_alpha = lora_alpha
-        self.lora_targets = _check_targets(lora_targets)
+        self.lora_targets = subset_of(lora_targets, LORA_TARGETS, "lora_targets")
         self.lora_enabled = False
         self.qk_norm = bool(qk_norm)
         if self.qk_norm:
@@ -335,7 +325,7 @@ class MultiHeadSelfAttention(keras.layers.Layer):
             raise ValueError(f"LoRA is already enabled on layer {self.name!r}.")
         if int(rank) <= 0:
             raise ValueError(f"`rank` must be positive. Received: rank={rank}")
-        targets = _check_targets(targets)
+        targets = subset_of(targets, LORA_TARGETS, "lora_targets")
         dim = self.num_heads * self.head_dim
         a_init = keras.initializers.get(a_initializer)
         b_init = keras.initializers.get(b_initializer)

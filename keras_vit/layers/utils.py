@@ -20,3 +20,28 @@ def to_pair(value, name: str) -> tuple[int, int]:
             f"Received: {name}={value!r}"
         )
     return (int(pair[0]), int(pair[1]))
+
+
+def subset_of(values, allowed: tuple[str, ...], name: str) -> tuple[str, ...]:
+    """Returns `values` (one name or several) as a tuple in `allowed`'s order.
+
+    Args:
+        values: A name, or a sequence of names.
+        allowed: The names accepted, in their canonical order.
+        name: The argument's name, used in the error message.
+
+    Raises:
+        ValueError: if `values` is empty or holds a name not in `allowed`.
+
+    Example:
+
+    >>> subset_of(("out", "query"), ("query", "key", "out"), "targets")
+    ('query', 'out')
+    """
+    values = (values,) if isinstance(values, str) else tuple(values)
+    if not values or any(v not in allowed for v in values):
+        raise ValueError(
+            f"`{name}` must be a non-empty subset of {allowed}. "
+            f"Received: {name}={values!r}"
+        )
+    return tuple(v for v in allowed if v in values)
