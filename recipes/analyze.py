@@ -92,17 +92,6 @@ def build_parser() -> cli.ArgumentParser:
     return parser
 
 
-def load_model(args):
-    """The model of `--model` or `--variant` (`recipes.cli.load_model`)."""
-    return cli.load_model(
-        args.model,
-        variant=args.variant,
-        weights=args.weights,
-        num_classes=args.num_classes,
-        image_size=None if args.model else args.image_size,
-    )
-
-
 def digits_images(image_size: tuple[int, int], channels: int, split: str = "test"):
     """The digits' held-out split, through the evaluation pipeline of training."""
     from keras_vit import data
@@ -300,7 +289,7 @@ def main(argv: list[str] | None = None) -> dict[str, str]:
 
     keras.utils.set_random_seed(args.seed)
     try:
-        model = load_model(args)
+        model = cli.model_from_args(args)
     except ValueError as error:
         cli.fail(str(error).splitlines()[0])
     layout = analysis.token_layout(model)

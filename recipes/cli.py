@@ -126,6 +126,8 @@ def add_model_arguments(parser: argparse.ArgumentParser, size_flag: str) -> None
         help="the size --variant is built (and its weights trained) at: 224 or "
         "224x320 (default 224)",
     )
+    # Where `model_from_args` finds that size.
+    parser.set_defaults(model_size_dest=size_flag.lstrip("-").replace("-", "_"))
 
 
 def add_verbose_flag(parser: argparse.ArgumentParser) -> None:
@@ -161,6 +163,21 @@ def quiet_tensorflow(verbose: bool = False) -> None:
     finally:
         os.dup2(saved, 2)
         os.close(saved)
+
+
+def model_from_args(args: argparse.Namespace):
+    """`load_model` for the flags of `add_model_arguments`.
+
+    The size flag applies to `--variant` only: a `--model` file keeps its own.
+    """
+    size = getattr(args, args.model_size_dest)
+    return load_model(
+        args.model,
+        variant=args.variant,
+        weights=args.weights,
+        num_classes=args.num_classes,
+        image_size=None if args.model else size,
+    )
 
 
 def load_model(

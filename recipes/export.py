@@ -66,17 +66,6 @@ def build_parser() -> cli.ArgumentParser:
     return parser
 
 
-def load_model(args):
-    """The model named on the command line (`recipes.cli.load_model`)."""
-    return cli.load_model(
-        args.model,
-        variant=args.variant,
-        weights=args.weights,
-        num_classes=args.num_classes,
-        image_size=None if args.model else args.model_image_size,
-    )
-
-
 def read_class_names(path: str) -> list[str]:
     lines = pathlib.Path(path).read_text(encoding="utf-8").splitlines()
     return [line.strip() for line in lines if line.strip()]
@@ -121,7 +110,7 @@ def main(argv: list[str] | None = None) -> pathlib.Path:
     from keras_vit.export.savedmodel import METADATA_FILE
 
     try:
-        model = load_model(args)
+        model = cli.model_from_args(args)
         path = export(
             model,
             model_dir / str(args.version),

@@ -594,6 +594,7 @@ def test_analyze_reads_the_embedded_digits():
 
 def test_analyze_builds_a_variant_with_weights(tmp_path):
     from recipes import analyze
+    from recipes import cli
 
     square = reference.make_vit_checkpoint(
         hidden_dim=32, depth=2, mlp_dim=64, num_heads=2, patch_size=PATCH,
@@ -611,7 +612,7 @@ def test_analyze_builds_a_variant_with_weights(tmp_path):
             ["--variant", "test/4", "--image-size", str(size), "--num-classes", "10"]
             + ["--weights", weights, "--images", "digits", "--out", str(tmp_path)]
         )
-        return analyze.load_model(args).get_layer("posembed_input").embedding.numpy()
+        return cli.model_from_args(args).get_layer("posembed_input").embedding.numpy()
 
     np.testing.assert_allclose(load(npz, 16), table, atol=1e-6)
     resampled = load(npz, 24)  # a (6, 6) grid: resampled, class-token row kept
