@@ -219,12 +219,6 @@ def header(machine, meta: dict) -> str:
 
 def write_outputs(rows: list[dict], machine, meta: dict, out_dir: str) -> str:
     os.makedirs(out_dir, exist_ok=True)
-    cap = ISA_CAPS.get(meta.get("max_isa"), {})
-    for row in rows:
-        case = Case(**{f: row[f] for f in Case.__dataclass_fields__})
-        limit = emulation_limit(case, cap)
-        if limit and "error" in row:
-            row["error"] = limit
     rows = report.derive(rows, machine)
     for row in rows:
         row["isa"] = machine.isa
