@@ -56,26 +56,18 @@ def _family(title: str, **options) -> Family:
 # The families' architecture options, as timm builds their checkpoints.
 # DINOv2 and SigLIP are backbones without a published classifier, so their
 # models come without the top unless asked for one.
+_DINOV2 = dict(
+    layer_scale_init=1e-5,
+    num_registers=4,
+    no_embed_class=True,
+    image_size=518,
+    include_top=False,
+)
 FAMILIES = types.MappingProxyType(
     {
         "deit3": _family("DeiT III", layer_scale_init=1e-6, no_embed_class=True),
-        "dinov2": _family(
-            "DINOv2 with registers",
-            layer_scale_init=1e-5,
-            num_registers=4,
-            no_embed_class=True,
-            image_size=518,
-            include_top=False,
-        ),
-        "dinov2_swiglu": _family(
-            "DINOv2 with registers",
-            layer_scale_init=1e-5,
-            num_registers=4,
-            no_embed_class=True,
-            image_size=518,
-            include_top=False,
-            mlp="swiglu",
-        ),
+        "dinov2": _family("DINOv2 with registers", **_DINOV2),
+        "dinov2_swiglu": _family("DINOv2 with registers", **_DINOV2, mlp="swiglu"),
         "siglip": _family(
             "SigLIP",
             class_token=False,
