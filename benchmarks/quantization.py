@@ -159,7 +159,7 @@ def main(argv=None) -> int:
     text = table(rows)
     print(text)
     os.makedirs(args.out, exist_ok=True)
-    from keras_vit.training import atomic
+    from keras_vit import atomic
 
     atomic.write_text(os.path.join(args.out, "quantization.md"), text + "\n")
     atomic.write_text(

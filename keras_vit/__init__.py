@@ -9,6 +9,7 @@ model = keras_vit.ViT_L16(num_classes=100)
 ```
 """
 
+from keras_vit import _moved
 from keras_vit import fewshot
 from keras_vit import finetune
 from keras_vit import hardware
@@ -61,6 +62,8 @@ from keras_vit.models import parse_variant
 from keras_vit.models import with_image_size
 from keras_vit.resample import resample_patch_embedding
 from keras_vit.resample import resample_position_embedding
+
+_moved.install()
 
 __version__ = "0.1.0"
 

@@ -15,7 +15,7 @@ these steps:
    raises `RunDiverged` (after writing `results.json`) when the loss became
    non-finite.
 
-Files are written whole or not at all (`keras_vit.training.atomic`).
+Files are written whole or not at all (`keras_vit.atomic`).
 """
 
 from __future__ import annotations
@@ -29,9 +29,9 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from keras_vit import atomic
 from keras_vit import data
 from keras_vit import training
-from keras_vit.training import atomic
 from keras_vit.training.backup import backup_dir_of
 from keras_vit.training.backup import differences
 from keras_vit.training.backup import latest_backup

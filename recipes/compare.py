@@ -466,8 +466,8 @@ def markdown_table(rows: list[dict], args) -> str:
 
 
 def _save_png(figure, path):
+    from keras_vit import atomic
     from keras_vit.analysis.plotting import save_figure
-    from keras_vit.training import atomic
 
     atomic.atomic_write(path, lambda partial: save_figure(figure, partial))
 
@@ -584,7 +584,7 @@ def run(args) -> dict:
     """Trains every model on every seed, then writes the table and figures."""
     import keras
 
-    from keras_vit.training import atomic
+    from keras_vit import atomic
 
     out = args.out
     os.makedirs(os.path.join(out, "runs"), exist_ok=True)

@@ -139,8 +139,8 @@ def convert(args: argparse.Namespace):
     """Runs the conversion described by parsed command-line `args`."""
     import keras
 
+    from keras_vit import atomic
     from keras_vit.models.vit import ViT
-    from keras_vit.training import atomic
     from keras_vit.weights.loader import load_weights
 
     print(f"Reading {args.checkpoint}")

@@ -306,7 +306,7 @@ def main(argv: list[str] | None = None) -> dict:
             "seconds": round(seconds, 1),
             "accuracy": results,
         }
-        from keras_vit.training import atomic
+        from keras_vit import atomic
 
         atomic.write_json(args.out, record)
     return results

@@ -159,8 +159,8 @@ def _save(config: PretrainConfig, run_, model, source, final: dict, guard):
     import os
 
     import keras_vit
+    from keras_vit import atomic
     from keras_vit.masked_patch import transfer_encoder
-    from keras_vit.training import atomic
     from recipes import common
 
     encoder = keras_vit.ViT(

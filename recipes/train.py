@@ -204,7 +204,7 @@ def _evaluate_and_save(config: TrainConfig, run_, model, source, test_ds, guard)
 
     import keras
 
-    from keras_vit.training import atomic
+    from keras_vit import atomic
     from recipes import common
 
     test = None

@@ -34,8 +34,8 @@ from google.protobuf import wrappers_pb2
 from tensorflow_serving.apis import prediction_log_pb2
 
 import keras_vit
+from keras_vit import atomic
 from keras_vit.export import export
-from keras_vit.export import files
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SIZE = 16
@@ -104,10 +104,10 @@ def test_permissions_follow_the_umask(model):
     old = os.umask(0o022)
     try:
         public = export(model, base / "vit" / "1", warmup=False)
-        files.write_bytes(public.parent / "1.tflite", b"flatbuffer", False)
+        atomic.write_bytes(public.parent / "1.tflite", b"flatbuffer", False)
         os.umask(0o077)
         private = export(model, base / "vit" / "2", warmup=False)
-        files.write_bytes(private.parent / "2.tflite", b"flatbuffer", False)
+        atomic.write_bytes(private.parent / "2.tflite", b"flatbuffer", False)
         os.umask(old)
 
         assert modes(public) == {("dir", 0o755), ("file", 0o644)}

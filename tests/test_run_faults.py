@@ -271,7 +271,7 @@ def test_an_altered_backup_fails_its_checksum_and_an_older_one_is_used(tmp_path)
 
 
 def test_a_refused_write_leaves_the_old_file(tmp_path):
-    from keras_vit.training import atomic
+    from keras_vit import atomic
 
     path = tmp_path / "results.json"
     atomic.write_json(path, {"accuracy": 0.5})

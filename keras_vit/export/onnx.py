@@ -12,7 +12,7 @@ import pathlib
 import numpy as np
 import tensorflow as tf
 
-from keras_vit.export import files
+from keras_vit import atomic
 from keras_vit.export.signatures import SERVING_DEFAULT
 
 DEFAULT_OPSET = 17
@@ -68,7 +68,7 @@ def export_onnx(
     path = pathlib.Path(path)
     if path.suffix != ".onnx":
         raise ValueError(f"The ONNX file name must end in '.onnx'. Received: {path}")
-    files.check_target(path, overwrite, is_dir=False)
+    atomic.check_target(path, overwrite, is_dir=False)
     loaded = tf.saved_model.load(str(saved_model_dir))
     if signature not in loaded.signatures:
         raise ValueError(
@@ -90,7 +90,7 @@ def export_onnx(
         opset=opset,
         custom_op_handlers={"Erfc": (_erfc_as_erf, [])},
     )
-    files.write_bytes(path, model_proto.SerializeToString(), overwrite)
+    atomic.write_bytes(path, model_proto.SerializeToString(), overwrite)
     return path
 
 

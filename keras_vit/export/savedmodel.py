@@ -7,7 +7,7 @@ renames it into place only once it is complete, so a server never loads a
 half-written version. The version directory and everything in it get the
 permissions the umask gives (readable by a server running as another user
 under umask 022), and staging directories left by killed exports are removed
-(`keras_vit.export.files`).
+(`keras_vit.atomic`).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import keras
 import tensorflow as tf
 
 import keras_vit
-from keras_vit.export import files
+from keras_vit import atomic
 from keras_vit.export.signatures import ServingGraph
 from keras_vit.export.signatures import build_archive
 from keras_vit.export.warmup import WARMUP_FILE
@@ -119,7 +119,7 @@ def export(
     """
     path = pathlib.Path(path)
     check_version(path)
-    files.check_target(path, overwrite, is_dir=True)
+    atomic.check_target(path, overwrite, is_dir=True)
     if image_size is not None and to_pair(image_size, "image_size") != tuple(
         model.input_shape[1:3]
     ):
@@ -131,14 +131,14 @@ def export(
     )
     archive = build_archive(graph)
 
-    staging = files.staging_dir(path)
+    staging = atomic.staging_dir(path)
     try:
         archive.write_out(str(staging), verbose=False)
         if warmup:
             write_warmup_file(graph, staging, model_name=path.parent.name)
         _write_metadata(graph, staging, warmup)
-        files.finish(staging)
-        files.move_into_place(staging, path, overwrite)
+        atomic.finish(staging)
+        atomic.move_into_place(staging, path, overwrite)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return path

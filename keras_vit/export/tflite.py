@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 import tensorflow as tf
 
-from keras_vit.export import files
+from keras_vit import atomic
 from keras_vit.export.signatures import FEATURES
 from keras_vit.export.signatures import SERVING_BYTES
 from keras_vit.export.signatures import SERVING_DEFAULT
@@ -67,9 +67,9 @@ def export_tflite(
             f"'{SERVING_BYTES}' decodes images with TensorFlow ops that LiteRT does "
             f"not have; convert {list(TENSOR_SIGNATURES)} and decode in the app."
         )
-    files.check_target(path, overwrite, is_dir=False)
+    atomic.check_target(path, overwrite, is_dir=False)
     converter = tf.lite.TFLiteConverter.from_saved_model(
         str(saved_model_dir), signature_keys=signatures
     )
-    files.write_bytes(path, converter.convert(), overwrite)
+    atomic.write_bytes(path, converter.convert(), overwrite)
     return path

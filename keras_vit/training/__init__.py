@@ -12,15 +12,14 @@ The pieces `recipes/train.py` assembles:
   then traced once, not twice).
 - `training_callbacks`, `TrainingMonitor`, `ReseedEachEpoch`,
   `DivergenceGuard`, `CrashSafeBackup`, `latest_backup`, `resume_epoch`:
-  crash-safe checkpoints and backups, fault tolerance and TensorBoard;
-  `atomic`: files written whole or not at all.
+  crash-safe checkpoints and backups, fault tolerance and TensorBoard
+  (every file written whole or not at all: `keras_vit.atomic`).
 - `prepare_multi_worker_fit`: Keras 3 work-arounds for `model.fit` under
   `MultiWorkerMirroredStrategy`.
 
 TensorFlow only (like `keras_vit.data`); not imported by `import keras_vit`.
 """
 
-from keras_vit.training import atomic
 from keras_vit.training.backup import BackupState
 from keras_vit.training.backup import CrashSafeBackup
 from keras_vit.training.backup import latest_backup
@@ -50,7 +49,6 @@ from keras_vit.training.strategy import select_strategy
 from keras_vit.training.strategy import task_name
 
 __all__ = [
-    "atomic",
     "BackupState",
     "CrashSafeBackup",
     "latest_backup",

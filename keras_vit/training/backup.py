@@ -39,7 +39,7 @@ import time
 
 import keras
 
-from keras_vit.training import atomic
+from keras_vit import atomic
 
 _STATE = re.compile(r"^epoch-(\d{6})\.json$")
 

@@ -15,7 +15,7 @@
 | `TensorBoard` | `tensorboard/{train,validation}` | chief |
 | `TrainingMonitor` | `tensorboard/train` | chief |
 
-Every file is written whole or not at all (`keras_vit.training.atomic`),
+Every file is written whole or not at all (`keras_vit.atomic`),
 and nothing is written once the guard has fired: a diverged run keeps its
 last finite backup and checkpoints. The progress bar is `model.fit`'s own.
 
@@ -32,7 +32,7 @@ import time
 
 import keras
 
-from keras_vit.training import atomic
+from keras_vit import atomic
 from keras_vit.training.backup import CrashSafeBackup
 from keras_vit.training.backup import backup_dir_of
 from keras_vit.training.backup import resume_epoch  # noqa: F401  (re-exported)

@@ -1,13 +1,8 @@
-"""Fine-tuning one-liners: LoRA adapters, their files and merge, layer-wise rates.
+"""LoRA adapters on a ViT: enable, save and load the adapter file, merge.
 
-Each works on any keras_vit ViT (described by `keras_vit.models.ViTLayout`)
-and builds on Keras 3's own primitives: `Dense.enable_lora` for the MLP,
+Built on Keras 3's own primitive: `Dense.enable_lora` for the MLP and
 `MultiHeadSelfAttention.enable_lora` (the same contract for the fused
-kernels), the optimizers' per-variable rates (`make_optimizer`'s
-`lr_multipliers`). Quantization is Keras's `model.quantize("int8")`, which
-reaches the attention layers too (`quantize` here also those with
-`qk_norm`); remat is `keras_vit.ViT(..., remat=True)`.
-See `docs/finetuning.md` for the measured trade-offs.
+kernels). See `docs/finetuning.md` for the measured trade-offs.
 
 Example:
 
@@ -25,6 +20,7 @@ from __future__ import annotations
 import keras
 import numpy as np
 
+from keras_vit import atomic
 from keras_vit.layers.attention import QKV
 from keras_vit.layers.attention import MultiHeadSelfAttention
 from keras_vit.layers.utils import subset_of
@@ -124,7 +120,6 @@ def save_lora_weights(model: keras.Model, path: str) -> None:
     arrays = {
         k: keras.ops.convert_to_numpy(v) for k, v in lora_variables(model).items()
     }
-    from keras_vit.training import atomic
 
     def write(partial):
         with open(partial, "wb") as file:
@@ -202,70 +197,3 @@ def merge_lora(model: keras.Model) -> keras.Model:
         value = merged.get(variable.path, values[variable.path])
         variable.assign(keras.ops.cast(value, variable.dtype))
     return plain
-
-
-def quantize(
-    model: keras.Model, mode: str = "int8", keep_head: bool = True, **kwargs
-) -> keras.Model:
-    """`model.quantize(mode)` for a ViT: attention with `qk_norm` included.
-
-    Keras quantizes only layers without sublayers; an attention layer with
-    `qk_norm` has two (its LayerNorms), so Keras passes over it without a
-    word. This quantizes those too. The head layers (`head`, `pre_logits`,
-    `head_dist`: a small share of the weights, and what the export reads as
-    float logits) stay in float unless `keep_head=False`.
-
-    Args:
-        model: A keras_vit ViT, built.
-        mode: `"int8"` or `"int4"` (`"float8"` leaves the attention in float,
-            with Keras's warning).
-        keep_head: Leave the head layers unquantized. Defaults to `True`.
-        **kwargs: Passed to `model.quantize` (e.g. `config`).
-
-    Returns:
-        `model`, changed in place.
-    """
-
-    def wanted(layer):
-        return not (keep_head and layer.name in HEAD_LAYERS)
-
-    model.quantize(mode, filters=kwargs.pop("filters", wanted), **kwargs)
-    for layer in model._flatten_layers():
-        if isinstance(layer, MultiHeadSelfAttention) and not layer.quantization_mode:
-            if mode in ("int8", "int4"):
-                layer.quantize(mode)
-    model.train_function = model.test_function = model.predict_function = None
-    return model
-
-
-def layer_decay_multipliers(model: keras.Model, decay: float) -> dict[str, float]:
-    """Layer-wise learning-rate decay factors, by variable path (BEiT, timm).
-
-    Layer ids: everything before the first block (patch embedding, hybrid
-    stem, class/distillation/register tokens, position embedding) is 0,
-    block `i` is `i + 1`, everything after the blocks (final norm, pooling,
-    head) is `depth + 1`. The factor is `decay ** (depth + 1 - id)`: 1 for
-    the head, `decay` for the last block, `decay ** (depth + 1)` for the
-    embeddings, as timm's `param_groups_layer_decay`.
-
-    Example:
-
-    ```python
-    rates = layer_decay_multipliers(model, 0.75)
-    optimizer = make_optimizer("sgd", 0.01, lr_multipliers=rates)
-    ```
-    """
-    if not 0.0 < float(decay) <= 1.0:
-        raise ValueError(f"`decay` must be in (0, 1]. Received: decay={decay}")
-    layout = ViTLayout.of(model)
-    depth = layout.depth
-    blocks = {name: i for i, name in enumerate(layout.block_names)}
-    factors, layer_id = {}, 0
-    for layer in model.layers:
-        if layer.name in blocks:
-            layer_id = blocks[layer.name] + 1
-        elif layer_id == depth:
-            layer_id = depth + 1
-        for variable in layer.weights:
-            factors[variable.path] = float(decay) ** (depth + 1 - layer_id)
-    return factors
