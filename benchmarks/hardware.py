@@ -19,7 +19,7 @@ vendor and family:
 - AMD family 0x1A (Zen 5): two 512-bit FMA pipes.
 - Anything else with AVX2+FMA: two 256-bit units; SSE only: two 128-bit.
 
-The vector ISA the kernels may use is `keras_vit.hardware.vector_isa`:
+The vector ISA the kernels may use is `keras_vit.training.hardware.vector_isa`:
 the widest class of the flags, capped by `ONEDNN_MAX_CPU_ISA` when the
 benchmark emulates a smaller machine (`--max-isa`); the peak is then the
 capped class's (an AVX2 cap on an AVX-512 CPU counts 8 fp32 lanes and no
@@ -38,7 +38,6 @@ import os
 import platform
 import re
 import subprocess
-import sys
 import time
 from dataclasses import dataclass
 
@@ -125,28 +124,16 @@ class Machine:
 
 
 def _keras_vit_hardware():
-    """`keras_vit/hardware.py`, loaded without importing the `keras_vit` package.
+    """`keras_vit.training.hardware` (importing it loads no framework).
 
-    The package imports TensorFlow (0.7 GB). The benchmark's process must stay
-    small: Linux reports a child's peak RSS (`ru_maxrss`) as at least the
-    parent's RSS when it was forked, so a large parent inflates every case's
-    memory figures.
+    The benchmark's process must stay small: Linux reports a child's peak
+    RSS (`ru_maxrss`) as at least the parent's RSS when it was forked, so a
+    parent holding TensorFlow (0.7 GB) would inflate every case's memory
+    figures; `tests/test_imports.py` checks this import stays framework-free.
     """
-    import importlib.util
+    from keras_vit.training import hardware
 
-    name = "keras_vit_hardware_standalone"
-    if name not in sys.modules:
-        package = importlib.util.find_spec("keras_vit")
-        if package is None or not package.submodule_search_locations:
-            raise ImportError("keras_vit is not installed: pip install -e .")
-        folder = next(iter(package.submodule_search_locations))
-        spec = importlib.util.spec_from_file_location(
-            name, os.path.join(folder, "hardware.py")
-        )
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        sys.modules[name] = module
-    return sys.modules[name]
+    return hardware
 
 
 def _fma_units_and_fp32_lanes(vendor: str, family: int, isa: str) -> tuple[int, int]:

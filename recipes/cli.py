@@ -218,7 +218,7 @@ def load_model(
     import keras
 
     import keras_vit
-    import keras_vit.masked_patch  # noqa: F401  (registers its layers)
+    import keras_vit.models.masked_patch  # noqa: F401  (registers its layers)
 
     if path:
         if not os.path.isfile(path):

@@ -389,7 +389,7 @@ def fewshot_callback(
     say,
 ):
     """The few-shot linear evaluation callback: pools drawn and held once."""
-    from keras_vit.fewshot import FewShotCallback
+    from keras_vit.analysis.fewshot import FewShotCallback
     from recipes.fewshot import few_shot_pools
 
     train, test, _ = few_shot_pools(

@@ -3,7 +3,7 @@ r"""Few-shot linear evaluation of a frozen ViT: the paper's 1/5/10/25-shot table
 For each shot count, that many training images per class are drawn with a
 seed; the frozen representation (`keras_vit.feature_extractor(model)
 ["pooled"]`) of those images is regressed onto `{-1, 1}^K` targets in closed
-form, and the test split is classified (see `keras_vit.fewshot` and
+form, and the test split is classified (see `keras_vit.analysis.fewshot` and
 `docs/self_supervision.md`).
 
 ```bash
@@ -26,7 +26,12 @@ from __future__ import annotations
 
 from recipes import cli
 
-SHOTS = (1, 5, 10, 25)  # keras_vit.fewshot.SHOTS, without importing TensorFlow.
+SHOTS = (
+    1,
+    5,
+    10,
+    25,
+)  # keras_vit.analysis.fewshot.SHOTS, without importing TensorFlow.
 
 
 def load_model(
@@ -104,7 +109,7 @@ def few_shot_pools(
     import numpy as np
 
     from keras_vit import data
-    from keras_vit import fewshot
+    from keras_vit.analysis import fewshot
 
     train_source = data.load_source(dataset, train_split, data_dir)
     labels = source_labels(train_source)
@@ -145,7 +150,7 @@ def evaluate(
     import numpy as np
 
     import keras_vit
-    from keras_vit import fewshot
+    from keras_vit.analysis import fewshot
 
     height, width, channels = model.input_shape[1:4]
     train, test, subsets = few_shot_pools(

@@ -2,7 +2,7 @@ r"""Masked patch prediction pre-training (paper §4.6, Appendix B.1.2).
 
 Half of the patch embeddings of each image are corrupted (80% [mask], 10%
 another patch of the image, 10% kept) and the model predicts the 3-bit mean
-colour (512 classes) of each corrupted patch (`keras_vit.masked_patch`). The
+colour (512 classes) of each corrupted patch (`keras_vit.models.masked_patch`). The
 optimizer is the paper's: Adam β = (0.9, 0.999), linear warm-up, cosine
 decay, gradient clipping at global norm 1. Few-shot linear accuracy is
 logged each epoch, as the paper used it to compare self-supervised settings.
@@ -105,7 +105,7 @@ def _check_fewshot_split(config: PretrainConfig, source) -> None:
 
 def _model(config: PretrainConfig, run_, steps: int, train_ds, state):
     """The masked-patch model, compiled in the strategy's scope, restored."""
-    from keras_vit.masked_patch import masked_patch_model
+    from keras_vit.models.masked_patch import masked_patch_model
     from recipes import common
     from recipes.configs.base import model_arguments
 
@@ -160,17 +160,16 @@ def _save(config: PretrainConfig, run_, model, source, final: dict, guard):
 
     import keras_vit
     from keras_vit import atomic
-    from keras_vit.masked_patch import transfer_encoder
+    from keras_vit.models.masked_patch import transfer_encoder
     from recipes import common
 
+    # The encoder exactly as pre-trained: its options read off the model.
     encoder = keras_vit.ViT(
         config.variant,
         image_size=config.image_size,
         include_top=False,
-        pooling=config.pooling,
-        class_token=config.class_token,
-        gelu_approximate=config.gelu_approximate,
         channels=config.channels,
+        options=keras_vit.ViTLayout.of(model).encoder_options,
         name=f"{model.name}_encoder",
     )
     transfer_encoder(model, encoder)

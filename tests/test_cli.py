@@ -101,7 +101,7 @@ def test_help_answers_fast_without_tensorflow():
         (["recipes.train", "--set", "image_size=0x5"], "not an image size"),
         (["recipes.train", "--set", "learning_rate=-1"], "learning_rate=-1.0"),
         (["recipes.train", "--set", "pooling=token", "--set", "class_token=False"],
-         "'token' pooling needs class_token=True"),
+         "pooling needs a class token"),
         (["recipes.train", "--config", "masked_digits"], "not a TrainConfig"),
         (["recipes.train", "--config", "nope"], "unknown config 'nope'"),
         (["recipes.train", "--bogus"], "unrecognized arguments: --bogus"),
@@ -239,7 +239,8 @@ def test_the_config_layer_knows_the_trainers_choices():
 
 
 def test_both_recipes_speak_one_config_language():
-    # Every keras_vit.ViT argument a recipe can use is a field of both.
+    # Every keras_vit.ViT argument a recipe can use is a field of both, or
+    # an encoder option (the `encoder` field, set option by option).
     not_settable = {
         "num_classes",  # From the data.
         "include_top",  # Recipes train a head (pre-training: its own).
@@ -248,8 +249,12 @@ def test_both_recipes_speak_one_config_language():
         "backbone",  # A hybrid is a variant: "R50+B/16".
         "weights",  # `init_from` (train).
         "name",
+        "options",  # The `encoder` field, whole.
+        "encoder_options",  # Its fields, by name.
     }
-    from keras_vit.masked_patch import masked_patch_model
+    from keras_vit.models.masked_patch import masked_patch_model
+    from keras_vit.models.options import EncoderOptions
+    from keras_vit.models.options import option_names
 
     arguments = set(inspect.signature(keras_vit.ViT).parameters) - not_settable
     train_fields = {f.name for f in dataclasses.fields(base.TrainConfig)}
@@ -260,9 +265,13 @@ def test_both_recipes_speak_one_config_language():
     masked_arguments = set(inspect.signature(masked_patch_model).parameters)
     assert arguments & masked_arguments <= masked_fields
     assert arguments & masked_arguments - {"variant"} == set(base.VIT_FIELDS)
-    assert {"class_token", "gelu_approximate", "attention_dropout_rate"} <= (
-        masked_fields
-    )
+    # Both hold the encoder options whole, and the command line reaches each.
+    for kind in (base.TrainConfig, base.PretrainConfig):
+        assert isinstance(kind().encoder, EncoderOptions)
+        for name in option_names():
+            value = getattr(EncoderOptions(), name)
+            changed = base.override(kind(), [f"{name}={value!r}"])
+            assert getattr(changed.encoder, name) == value
     assert issubclass(base.PretrainConfig, base.RunConfig)
     assert issubclass(base.TrainConfig, base.RunConfig)
     shared = {f.name for f in dataclasses.fields(base.RunConfig)}
@@ -291,6 +300,33 @@ def test_both_recipes_speak_one_config_language():
         assert f"--config {name}" in module.__doc__ and "Hardware" in module.__doc__
     with pytest.raises(base.ConfigError, match="drop_path_rate=1.5"):
         base.override(digits, ["drop_path_rate=1.5"])
+
+
+@pytest.mark.parametrize(
+    "text,value",
+    [("true", True), ("True", True), ("yes", True), ("on", True), ("1", True),
+     ("false", False), ("FALSE", False), ("no", False), ("off", False), ("0", False)],
+)  # fmt: skip
+def test_yes_no_fields_take_the_spellings_a_user_types(text, value):
+    config = base.override(base.TrainConfig(), [f"qk_norm={text}"])
+    assert config.encoder.qk_norm is value
+    config = base.override(base.TrainConfig(), [f"random_flip={text}"])
+    assert config.random_flip is value
+    config = base.override(base.TrainConfig(), [f"encoder.fc_norm={text}"])
+    assert config.encoder.fc_norm is value
+
+
+@pytest.mark.parametrize("text", ["maybe", "2", "0.0", "[]"])
+def test_yes_no_fields_refuse_other_words(text):
+    with pytest.raises(base.ConfigError, match="qk_norm=.* does not fit bool"):
+        base.override(base.TrainConfig(), [f"qk_norm={text}"])
+
+
+def test_encoder_option_errors_name_the_option():
+    with pytest.raises(base.ConfigError, match="num_registers.*integer >= 0"):
+        base.override(base.TrainConfig(), ["num_registers=-1"])
+    with pytest.raises(base.ConfigError, match="unknown config key 'qk_nrom'"):
+        base.override(base.TrainConfig(), ["qk_nrom=true"])
 
 
 def test_fingerprints_ignore_only_where_and_how_loudly_a_run_runs():

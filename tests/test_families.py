@@ -34,10 +34,12 @@ def tiny(**kwargs):
 
 # fixture -> the keras_vit arguments of the same architecture.
 FAMILY_FIXTURES = {
-    "timm_deit3": dict(models.FAMILIES["deit3"].options),
-    "timm_dinov2": dict(models.FAMILIES["dinov2"].options, image_size=32),
-    "timm_dinov2_swiglu": dict(models.FAMILIES["dinov2_swiglu"].options, image_size=32),
-    "timm_siglip": dict(models.FAMILIES["siglip"].options),
+    "timm_deit3": dict(models.FAMILIES["deit3"].arguments()),
+    "timm_dinov2": dict(models.FAMILIES["dinov2"].arguments(), image_size=32),
+    "timm_dinov2_swiglu": dict(
+        models.FAMILIES["dinov2_swiglu"].arguments(), image_size=32
+    ),
+    "timm_siglip": dict(models.FAMILIES["siglip"].arguments()),
     "timm_qknorm_fcnorm": dict(qk_norm=True, fc_norm=True, pooling="gap"),
     "timm_deit_distilled": dict(distillation=True),
 }
@@ -55,7 +57,7 @@ def test_timm_family_fixture_gives_timm_outputs(name):
 def test_dinov2_position_embedding_resamples_like_timm():
     # timm's dynamic_img_size resamples the 4x4 table to 6x6 (bicubic, no
     # class-token row); keras_vit resamples at load time with timm's mode.
-    options = dict(models.FAMILIES["dinov2"].options, image_size=48)
+    options = dict(models.FAMILIES["dinov2"].arguments(), image_size=48)
     model = tiny(**options)
     notes = load_weights(
         model, fixture("timm_dinov2.safetensors"), resample_method="timm"
@@ -217,7 +219,7 @@ def test_family_checkpoint_into_a_plain_model_is_refused_unchanged():
     for old, weight in zip(before, model.weights, strict=True):
         np.testing.assert_array_equal(old, weight.numpy())
     # Registers in the checkpoint, none in the model: named.
-    plain = tiny(**dict(models.FAMILIES["deit3"].options))
+    plain = tiny(**dict(models.FAMILIES["deit3"].arguments()))
     with pytest.raises(CheckpointError, match=r"Unexpected keys:\n  reg \(1, 4, 32\)"):
         load_weights(plain, fixture("timm_dinov2.safetensors"))
 
@@ -231,14 +233,14 @@ def test_siglip_map_checkpoint_needs_map_pooling():
 @pytest.mark.parametrize(
     "kwargs, message",
     [
-        (dict(distillation=True, pooling="gap"), "`distillation=True` needs"),
+        (dict(distillation=True, pooling="gap"), "`distillation` needs class_token"),
         (dict(distillation=True, class_token=False, pooling="gap"), "needs"),
         (dict(num_registers=-1), "`num_registers` must be an integer >= 0"),
         (dict(num_registers=1.5), "`num_registers` must be an integer >= 0"),
-        (dict(fc_norm=True, pooling=None, include_top=False), "`fc_norm=True`"),
-        (dict(pooling="mean"), "'token', 'gap', 'map' or None"),
+        (dict(fc_norm=True, pooling=None, include_top=False), "`fc_norm` normalises"),
+        (dict(pooling="mean"), "`pooling` must be one of"),
         (dict(mlp="relu"), "`mlp` must be one of"),
-        (dict(class_token=False), "`pooling='token'` needs a class token"),
+        (dict(class_token=False), "`pooling` needs a class token"),
     ],
 )
 def test_bad_family_arguments_are_named(kwargs, message):
@@ -255,7 +257,7 @@ def test_unknown_family_is_named():
 
 
 def test_with_image_size_and_keras_round_trip_keep_family_outputs(tmp_path):
-    model = tiny(**dict(models.FAMILIES["dinov2"].options, image_size=32))
+    model = tiny(**dict(models.FAMILIES["dinov2"].arguments(), image_size=32))
     load_weights(model, fixture("timm_dinov2.safetensors"))
     bigger = keras_vit.with_image_size(model, 48)
     assert ViTLayout.of(bigger).num_prefix_tokens == 5
@@ -266,7 +268,7 @@ def test_with_image_size_and_keras_round_trip_keep_family_outputs(tmp_path):
     restored = keras.saving.load_model(path)
     np.testing.assert_allclose(restored(x), bigger(x), atol=1e-6)
     # The same grid resampled at load time with the reference's method.
-    direct = tiny(**dict(models.FAMILIES["dinov2"].options, image_size=48))
+    direct = tiny(**dict(models.FAMILIES["dinov2"].arguments(), image_size=48))
     load_weights(direct, fixture("timm_dinov2.safetensors"))
     np.testing.assert_allclose(direct(x), bigger(x), atol=1e-5)
 
@@ -274,7 +276,7 @@ def test_with_image_size_and_keras_round_trip_keep_family_outputs(tmp_path):
 def test_analyses_skip_registers_and_the_distillation_token():
     from keras_vit import analysis
 
-    model = tiny(**dict(models.FAMILIES["dinov2"].options, image_size=32))
+    model = tiny(**dict(models.FAMILIES["dinov2"].arguments(), image_size=32))
     load_weights(model, fixture("timm_dinov2.safetensors"))
     x = images(batch=2)
     maps = analysis.attention_rollout_maps(model, x)
@@ -350,7 +352,7 @@ def test_a_cached_safetensors_tag_loads_through_the_one_path(tmp_path, monkeypat
     shutil.copy(
         fixture("timm_dinov2.safetensors"), tmp_path / "keras_vit" / entry.file_name
     )
-    model = tiny(**dict(models.FAMILIES["dinov2"].options, image_size=48))
+    model = tiny(**dict(models.FAMILIES["dinov2"].arguments(), image_size=48))
     notes = load_weights(
         model, "dinov2_lvd142m", cache_dir=tmp_path, resample_method="timm"
     )
@@ -361,7 +363,7 @@ def test_a_cached_safetensors_tag_loads_through_the_one_path(tmp_path, monkeypat
 
 
 def test_dynamic_size_family_model_equals_the_resized_one():
-    options = dict(models.FAMILIES["dinov2"].options, image_size=32)
+    options = dict(models.FAMILIES["dinov2"].arguments(), image_size=32)
     dynamic = tiny(**options, dynamic_image_size=True)
     load_weights(dynamic, fixture("timm_dinov2.safetensors"))
     static = keras_vit.with_image_size(dynamic, 48)

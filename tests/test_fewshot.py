@@ -9,13 +9,13 @@ import numpy as np
 import pytest
 from helpers import tiny_model
 
-from keras_vit.fewshot import FewShotCallback
-from keras_vit.fewshot import extract_features
-from keras_vit.fewshot import few_shot_accuracy
-from keras_vit.fewshot import few_shot_evaluate
-from keras_vit.fewshot import loo_squared_error
-from keras_vit.fewshot import ridge_regression
-from keras_vit.fewshot import sample_shots
+from keras_vit.analysis.fewshot import FewShotCallback
+from keras_vit.analysis.fewshot import extract_features
+from keras_vit.analysis.fewshot import few_shot_accuracy
+from keras_vit.analysis.fewshot import few_shot_evaluate
+from keras_vit.analysis.fewshot import loo_squared_error
+from keras_vit.analysis.fewshot import ridge_regression
+from keras_vit.analysis.fewshot import sample_shots
 
 
 def _clusters(per_class, classes=10, dim=16, spread=8.0, seed=0):

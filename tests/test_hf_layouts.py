@@ -15,7 +15,7 @@ import pytest
 from doc_blocks import write_safetensors
 
 import keras_vit
-from keras_vit.models.variants import FAMILIES
+from keras_vit.models.options import FAMILIES
 from keras_vit.models.variants import Variant
 from keras_vit.models.variants import parse_variant
 from keras_vit.weights import CheckpointError
@@ -31,7 +31,7 @@ def fixture(name):
 
 
 def _model(family, variant="test/8", **kwargs):
-    options = {**FAMILIES[family].options, "image_size": 32, **kwargs}
+    options = {**FAMILIES[family].arguments(), "image_size": 32, **kwargs}
     return keras_vit.ViT(variant, **options)
 
 

@@ -13,10 +13,10 @@ from helpers import assign_reference_params
 from helpers import images
 
 import keras_vit
-from keras_vit.masked_patch import masked_patch_model
 from keras_vit.models import layout as names
 from keras_vit.models.layout import LayoutError
 from keras_vit.models.layout import ViTLayout
+from keras_vit.models.masked_patch import masked_patch_model
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -113,10 +113,10 @@ _NOT_LAYER_NAMES = {
     ("keras_vit/training/optimizers.py", "embedding"),
     # timm's parameter name (`dist_token`) in the safetensors key table.
     ("keras_vit/weights/safetensors.py", "dist_token"),
-    # `keras_vit.ViT` arguments named like the layers they add, in the list
-    # of arguments a recipe config passes on.
-    ("recipes/configs/base.py", "class_token"),
-    ("recipes/configs/base.py", "fc_norm"),
+    # Encoder options named like the layers they add, in the options'
+    # own validation messages.
+    ("keras_vit/models/options.py", "class_token"),
+    ("keras_vit/models/options.py", "fc_norm"),
     # keras-hub's own variable names, in its key table, and a message word.
     ("keras_vit/interop/keras_hub.py", "class_token"),
     ("keras_vit/interop/keras_hub.py", "register_tokens"),

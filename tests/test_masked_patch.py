@@ -11,13 +11,13 @@ from helpers import assert_config_is_constructor_args
 from helpers import randomize
 
 import keras_vit
-from keras_vit.masked_patch import MaskedPatchModel
-from keras_vit.masked_patch import MeanColorTargets
-from keras_vit.masked_patch import PatchCorruption
-from keras_vit.masked_patch import masked_patch_loss
-from keras_vit.masked_patch import masked_patch_model
-from keras_vit.masked_patch import mean_color_classes
-from keras_vit.masked_patch import transfer_encoder
+from keras_vit.models.masked_patch import MaskedPatchModel
+from keras_vit.models.masked_patch import MeanColorTargets
+from keras_vit.models.masked_patch import PatchCorruption
+from keras_vit.models.masked_patch import masked_patch_loss
+from keras_vit.models.masked_patch import masked_patch_model
+from keras_vit.models.masked_patch import mean_color_classes
+from keras_vit.models.masked_patch import transfer_encoder
 
 
 def _solid_color_images(count, size=16, seed=0):

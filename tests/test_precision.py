@@ -10,7 +10,7 @@ import keras
 import pytest
 import tensorflow as tf
 
-from keras_vit import hardware
+from keras_vit.training import hardware
 from keras_vit.training import precision
 from recipes import common
 from recipes.configs import base

@@ -160,7 +160,7 @@ def test_finetune_starts_from_our_checkpoints_at_a_higher_resolution(tmp_path):
         layer.set_weights([np.random.normal(size=w.shape) for w in layer.get_weights()])
     pretrained.save(tmp_path / "pre.keras")
     pretrained.save_weights(tmp_path / "pre.weights.h5")
-    from keras_vit.masked_patch import masked_patch_model
+    from keras_vit.models.masked_patch import masked_patch_model
 
     masked = masked_patch_model("test/4", image_size=16, seed=0)
     masked.save(tmp_path / "masked.keras")

@@ -11,8 +11,8 @@ from helpers import images
 from helpers import randomize
 
 import keras_vit
-from keras_vit.masked_patch import masked_patch_model
-from keras_vit.masked_patch import transfer_encoder
+from keras_vit.models.masked_patch import masked_patch_model
+from keras_vit.models.masked_patch import transfer_encoder
 from keras_vit.weights import CheckpointError
 from keras_vit.weights import VariantMismatchError
 from keras_vit.weights import from_keras_file

@@ -49,6 +49,7 @@ import numpy as np
 from keras_vit.layers.transformer_block import LAYER_NORM_EPSILON
 from keras_vit.models import layout as names
 from keras_vit.models.layout import ViTLayout
+from keras_vit.models.options import EncoderOptions
 from keras_vit.models.variants import custom_spec
 from keras_vit.models.vit import ViT
 from keras_vit.weights.checkpoint import Checkpoint
@@ -300,24 +301,26 @@ def from_keras_hub(model, **kwargs) -> keras.Model:
         num_heads=backbone.num_heads,
     )
     height, width, channels = backbone.image_shape
-    options = dict(
-        image_size=(int(height), int(width)),
-        channels=int(channels),
+    encoder = EncoderOptions(
         class_token=bool(backbone.use_class_token),
         dropout_rate=float(backbone.dropout_rate),
         attention_dropout_rate=float(backbone.attention_dropout),
+        pooling=None if classifier is None else classifier.pooling,
+    )
+    arguments = dict(
+        image_size=(int(height), int(width)),
+        channels=int(channels),
         include_top=classifier is not None,
-        pooling=None,
         name=f"vit_{model.name}",
+        options=encoder,
     )
     if classifier is not None:
-        options.update(
+        arguments.update(
             num_classes=int(classifier.num_classes),
-            pooling=classifier.pooling,
             representation_size=classifier.intermediate_dim,
             classifier_activation=classifier.activation,
         )
-    vit = ViT(spec, **{**options, **kwargs})
+    vit = ViT(spec, **{**arguments, **kwargs})
     load_weights(vit, keras_hub_checkpoint(model))
     return vit
 
@@ -484,20 +487,23 @@ def _dinov2_from_keras_hub(backbone, **kwargs) -> keras.Model:
         num_heads=backbone.num_heads,
     )
     height, width, channels = backbone.image_shape
-    options = dict(
-        image_size=(int(height), int(width)),
-        channels=int(channels),
+    encoder = EncoderOptions(
         layer_scale_init=float(backbone.layer_scale_init_value),
         num_registers=int(backbone.num_register_tokens),
         no_embed_class=True,
         mlp="swiglu" if swiglu else "gelu",
         dropout_rate=float(backbone.dropout_rate),
         drop_path_rate=float(backbone.drop_path_rate),
-        include_top=False,
         pooling=None,
-        name=f"vit_{backbone.name}",
     )
-    return ViT(spec, **{**options, **kwargs})
+    arguments = dict(
+        image_size=(int(height), int(width)),
+        channels=int(channels),
+        include_top=False,
+        name=f"vit_{backbone.name}",
+        options=encoder,
+    )
+    return ViT(spec, **{**arguments, **kwargs})
 
 
 def _check_dinov2(model: keras.Model, layout: ViTLayout) -> None:

@@ -1,4 +1,4 @@
-"""The functional pieces every ViT graph shares: patch tokens and the encoder.
+"""The functional pieces every ViT graph shares: patch tokens, encoder, readout.
 
 `keras_vit.ViT` and the masked-patch pre-training model both call these, so
 the layers (named in `keras_vit.models.layout`) and their order are defined
@@ -13,11 +13,14 @@ import keras
 
 from keras_vit.layers import AddPositionEmbedding
 from keras_vit.layers import ClassToken
+from keras_vit.layers import MAPHead
 from keras_vit.layers import PatchEmbedding
 from keras_vit.layers import RegisterTokens
+from keras_vit.layers import TokenPooling
 from keras_vit.layers import TransformerBlock
 from keras_vit.layers.transformer_block import LAYER_NORM_EPSILON
 from keras_vit.models import layout as names
+from keras_vit.models.options import EncoderOptions
 from keras_vit.models.resnet import resnet_features
 from keras_vit.models.variants import ModelSpec
 
@@ -55,54 +58,42 @@ def encode(
     tokens,
     spec: ModelSpec,
     image_size: tuple[int, int],
+    options: EncoderOptions,
     *,
-    class_token: bool = True,
-    dropout_rate: float = 0.0,
-    attention_dropout_rate: float = 0.0,
-    drop_path_rate: float = 0.0,
-    gelu_approximate: bool = False,
     grid_source=None,
     resample_method: str = "bilinear",
-    distillation: bool = False,
-    num_registers: int = 0,
-    no_embed_class: bool = False,
-    layer_scale_init: float | None = None,
-    qk_norm: bool = False,
-    mlp: str = "gelu",
-    final_norm: bool = True,
-    remat: bool = False,
 ):
     """Patch embeddings `(B, N, D)` -> encoded tokens `(B, prefix + N, D)`.
 
     Prepends the class token (and the distillation token), adds position
     embeddings, inserts the register tokens, runs the Transformer blocks
-    (Eq. 2-3) and the final LayerNorm (unless `final_norm=False`). The
-    token order is `[class, distillation, registers, patches]`. The
-    position table has rows for the class and distillation tokens, unless
+    (Eq. 2-3) and the final LayerNorm (unless `options.fc_norm`, which
+    normalises after pooling instead), all as `options` says. The token
+    order is `[class, distillation, registers, patches]`. The position
+    table has rows for the class and distillation tokens, unless
     `no_embed_class` (it then covers the patches only and is added before
     the tokens are prepended, as timm's `no_embed_class`); registers never
-    get one (DINOv2). Block `i` of `L` drops its branches with rate
-    `drop_path_rate * i / (L - 1)`. With a `grid_source` (what the patch
-    embedding ran on), the position embedding of `image_size`'s grid is
-    resampled in the graph to each input's grid (`resample_method`): a
-    dynamic-size model. With `remat`, the blocks are built in a
-    `keras.RematScope` naming each: recomputed in the backward pass.
+    get one (DINOv2). With a `grid_source` (what the patch embedding ran
+    on), the position embedding of `image_size`'s grid is resampled in the
+    graph to each input's grid (`resample_method`): a dynamic-size model.
+    With `options.remat`, the blocks are built in a `keras.RematScope`
+    naming each: recomputed in the backward pass.
     """
     size = spec.variant
     grid = tuple(s // spec.total_stride for s in image_size)
-    leading = int(class_token) + int(distillation)
+    leading = int(options.class_token) + int(options.distillation)
 
     def prepend(x):
-        if distillation:
+        if options.distillation:
             x = ClassToken(name=names.DIST_TOKEN)(x)
-        if class_token:
+        if options.class_token:
             x = ClassToken(name=names.CLASS_TOKEN)(x)
         return x
 
     x = tokens
-    if not no_embed_class:
+    if not options.no_embed_class:
         x = prepend(x)
-    posemb_prefix = 0 if no_embed_class else leading
+    posemb_prefix = 0 if options.no_embed_class else leading
     if grid_source is None:
         x = AddPositionEmbedding(grid, posemb_prefix, name=names.POSEMB)(x)
     else:
@@ -114,41 +105,58 @@ def encode(
             resample_method=resample_method,
             name=names.POSEMB,
         )(x, grid_source=grid_source)
-    if no_embed_class:
+    if options.no_embed_class:
         x = prepend(x)
-    if num_registers:
-        x = RegisterTokens(num_registers, leading, name=names.REGISTER_TOKENS)(x)
-    x = keras.layers.Dropout(dropout_rate, name=names.POSEMB_DROPOUT)(x)
-    if remat and (dropout_rate or attention_dropout_rate or drop_path_rate):
-        # The backward pass reruns each block: new random masks would make
-        # its gradients those of another forward pass.
-        raise ValueError(
-            "`remat=True` needs dropout_rate, attention_dropout_rate and "
-            "drop_path_rate of 0: the recomputed blocks would draw new masks."
+    if options.num_registers:
+        x = RegisterTokens(options.num_registers, leading, name=names.REGISTER_TOKENS)(
+            x
         )
+    x = keras.layers.Dropout(options.dropout_rate, name=names.POSEMB_DROPOUT)(x)
     for i in range(size.depth):
         # Only the block itself is recomputed (its sublayers, built inside
         # the scope too, are not named): one recomputation per block.
         scope = keras.RematScope(
             mode="list_of_layers", layer_names=[names.block_name(i)]
         )
-        with scope if remat else contextlib.nullcontext():
+        with scope if options.remat else contextlib.nullcontext():
             block = TransformerBlock(
                 num_heads=size.num_heads,
                 mlp_dim=size.mlp_dim,
-                dropout_rate=dropout_rate,
-                attention_dropout_rate=attention_dropout_rate,
-                drop_path_rate=drop_path_rate * i / max(size.depth - 1, 1),
-                gelu_approximate=gelu_approximate,
-                layer_scale_init=layer_scale_init,
-                qk_norm=qk_norm,
-                mlp=mlp,
+                **options.block_arguments(i, size.depth),
                 name=names.block_name(i),
             )
         x = block(x)  # (B, prefix + N, D)
-    if not final_norm:
-        return x  # (B, prefix + N, D)
+    if options.fc_norm:
+        return x  # (B, prefix + N, D): normalised after pooling
     norm = keras.layers.LayerNormalization(
         epsilon=LAYER_NORM_EPSILON, name=names.ENCODER_NORM
     )
     return norm(x)  # (B, prefix + N, D)
+
+
+def readout(tokens, spec: ModelSpec, options: EncoderOptions):
+    """Encoded tokens `(B, prefix + N, D)` -> the representation `(B, D)`.
+
+    Pools as `options.pooling` says (the class token, the mean of the patch
+    tokens, or SigLIP's attention pooling with the variant's heads and MLP
+    width), then applies `fc_norm` when asked. Returns `tokens` unchanged
+    for `pooling=None`.
+    """
+    if options.pooling is None:
+        return tokens
+    prefix = options.num_prefix_tokens
+    if options.pooling == "map":
+        x = MAPHead(
+            spec.variant.num_heads,
+            spec.variant.mlp_dim,
+            prefix,
+            gelu_approximate=options.gelu_approximate,
+            name=names.POOL,
+        )(tokens)  # (B, D)
+    else:
+        x = TokenPooling(options.pooling, prefix, name=names.POOL)(tokens)  # (B, D)
+    if options.fc_norm:
+        x = keras.layers.LayerNormalization(
+            epsilon=LAYER_NORM_EPSILON, name=names.FC_NORM
+        )(x)  # (B, D)
+    return x

@@ -1,15 +1,16 @@
 """Named constructors of the newer ViT families: DeiT III, DINOv2, SigLIP.
 
-Each is `keras_vit.ViT(variant, **family options, **kwargs)` with the
-options of `keras_vit.models.variants.FAMILIES`; every argument of
-`keras_vit.ViT` is accepted and overrides the family's.
+Each is `keras_vit.ViT(variant, options=<the family's EncoderOptions>,
+**kwargs)` with the family of `keras_vit.models.options.FAMILIES`; every
+argument of `keras_vit.ViT` (encoder options included) is accepted and
+overrides the family's.
 """
 
 from __future__ import annotations
 
 import keras
 
-from keras_vit.models.variants import FAMILIES
+from keras_vit.models.options import FAMILIES
 from keras_vit.models.vit import ViT
 
 # name -> (variant, family).
@@ -31,9 +32,10 @@ def family_model(variant: str, family: str, **kwargs) -> keras.Model:
 
     Args:
         variant: e.g. `"S/14"`.
-        family: A key of `keras_vit.models.variants.FAMILIES`, e.g.
+        family: A key of `keras_vit.models.options.FAMILIES`, e.g.
             `"dinov2"`.
-        **kwargs: Any `keras_vit.ViT` argument; overrides the family's.
+        **kwargs: Any `keras_vit.ViT` argument, encoder options included;
+            overrides the family's.
 
     Example:
 
@@ -43,10 +45,10 @@ def family_model(variant: str, family: str, **kwargs) -> keras.Model:
     """
     if family not in FAMILIES:
         raise ValueError(f"Unknown family {family!r}. Known: {sorted(FAMILIES)}.")
-    options = {**FAMILIES[family].options, **kwargs}
-    if "name" not in options:
-        options["name"] = _default_name(variant, family)
-    return ViT(variant, **options)
+    arguments = {"options": FAMILIES[family].options, **FAMILIES[family].defaults}
+    arguments.update(kwargs)
+    arguments.setdefault("name", _default_name(variant, family))
+    return ViT(variant, **arguments)
 
 
 def _default_name(variant, family: str) -> str:
@@ -75,7 +77,7 @@ def _constructor(name: str, variant: str, family: str):
     def build(**kwargs) -> keras.Model:
         return family_model(variant, family, **kwargs)
 
-    options = ", ".join(f"{k}={v!r}" for k, v in FAMILIES[family].options.items())
+    options = ", ".join(f"{k}={v!r}" for k, v in FAMILIES[family].arguments().items())
     build.__name__ = build.__qualname__ = name
     build.__doc__ = _DOC.format(
         title=FAMILIES[family].title, variant=variant, options=options, name=name

@@ -24,6 +24,8 @@ import dataclasses
 
 import keras
 
+from keras_vit.models.options import EncoderOptions
+
 # The input and the layers, in graph order.
 INPUT = "images"
 PREPROCESSING = "preprocessing"
@@ -211,6 +213,44 @@ class ViTLayout(ModelLayout):
             tokens_name=ENCODER_NORM if ENCODER_NORM in names else blocks[-1],
             head_name=HEAD if HEAD in names else None,
             has_preprocessing=PREPROCESSING in names,
+        )
+
+    @property
+    def encoder_options(self) -> EncoderOptions:
+        """The `EncoderOptions` the model was built with, read off its layers.
+
+        Building `keras_vit.ViT(variant, options=layout.encoder_options)`
+        gives the same encoder (same layers, same weights layout). Two
+        options a built model does not keep come back as their defaults:
+        `remat` (not saved), and `no_embed_class` when there is no class or
+        distillation token (the two settings then build the same model).
+        """
+        names = {layer.name for layer in self.model.layers}
+        block = self.block(0).get_config()
+        last = self.block(-1).get_config()
+        leading = int(CLASS_TOKEN in names) + int(DIST_TOKEN in names)
+        pooling = None
+        if POOL in names:
+            pool = self.layer(POOL)
+            pooling = pool.get_config().get("mode", "map")
+        return EncoderOptions(
+            class_token=CLASS_TOKEN in names,
+            distillation=DIST_TOKEN in names,
+            num_registers=self.num_registers,
+            no_embed_class=bool(
+                leading and self.position_embedding.num_prefix_tokens == 0
+            ),
+            qk_norm=bool(block["qk_norm"]),
+            qkv_bias=bool(block.get("qkv_bias", True)),
+            layer_scale_init=block["layer_scale_init"],
+            mlp=block["mlp"],
+            gelu_approximate=bool(block["gelu_approximate"]),
+            dropout_rate=float(block["dropout_rate"]),
+            attention_dropout_rate=float(block["attention_dropout_rate"]),
+            # Block i of L has rate * i / (L - 1): the last has the full rate.
+            drop_path_rate=float(last["drop_path_rate"]),
+            pooling=pooling,
+            fc_norm=FC_NORM in names,
         )
 
     # -- geometry ------------------------------------------------------------

@@ -36,50 +36,6 @@ VARIANTS = types.MappingProxyType(
 
 
 @dataclasses.dataclass(frozen=True)
-class Family:
-    """A published ViT recipe: the `keras_vit.ViT` arguments it differs by.
-
-    Attributes:
-        title: The family's name in docs and docstrings.
-        options: `keras_vit.ViT` keyword arguments every model of the
-            family is built with (the caller's arguments override them).
-    """
-
-    title: str
-    options: types.MappingProxyType
-
-
-def _family(title: str, **options) -> Family:
-    return Family(title, types.MappingProxyType(options))
-
-
-# The families' architecture options, as timm builds their checkpoints.
-# DINOv2 and SigLIP are backbones without a published classifier, so their
-# models come without the top unless asked for one.
-_DINOV2 = dict(
-    layer_scale_init=1e-5,
-    num_registers=4,
-    no_embed_class=True,
-    image_size=518,
-    include_top=False,
-)
-FAMILIES = types.MappingProxyType(
-    {
-        "deit3": _family("DeiT III", layer_scale_init=1e-6, no_embed_class=True),
-        "dinov2": _family("DINOv2 with registers", **_DINOV2),
-        "dinov2_swiglu": _family("DINOv2 with registers", **_DINOV2, mlp="swiglu"),
-        "siglip": _family(
-            "SigLIP",
-            class_token=False,
-            pooling="map",
-            no_embed_class=True,
-            include_top=False,
-        ),
-    }
-)
-
-
-@dataclasses.dataclass(frozen=True)
 class ResNetSpec:
     """A BiT ResNet backbone for hybrid models (paper §3.1).
 

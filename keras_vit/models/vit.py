@@ -7,15 +7,16 @@ import numbers
 
 import keras
 
-from keras_vit.layers import MAPHead
 from keras_vit.layers import TokenPooling
 from keras_vit.layers.padding import PadToMultiple
-from keras_vit.layers.transformer_block import LAYER_NORM_EPSILON
 from keras_vit.layers.utils import to_pair
 from keras_vit.models import layout as names
 from keras_vit.models.encoder import check_image_size
 from keras_vit.models.encoder import encode
 from keras_vit.models.encoder import patch_tokens
+from keras_vit.models.encoder import readout
+from keras_vit.models.options import EncoderOptions
+from keras_vit.models.options import resolve_options
 from keras_vit.models.variants import ModelSpec
 from keras_vit.models.variants import ResNetSpec
 from keras_vit.models.variants import parse_variant
@@ -28,13 +29,7 @@ def ViT(  # noqa: N802
     num_classes: int = 1000,
     image_size: int | tuple[int, int] = 224,
     include_top: bool = True,
-    pooling: str | None = "token",
     representation_size: int | None = None,
-    class_token: bool = True,
-    dropout_rate: float = 0.0,
-    attention_dropout_rate: float = 0.0,
-    drop_path_rate: float = 0.0,
-    gelu_approximate: bool = False,
     include_preprocessing: bool = False,
     classifier_activation: str | None = None,
     channels: int = 3,
@@ -43,23 +38,20 @@ def ViT(  # noqa: N802
     dynamic_image_size: bool = False,
     dynamic_image_pad: bool = False,
     position_resample: str = "bilinear",
-    layer_scale_init: float | None = None,
-    num_registers: int = 0,
-    no_embed_class: bool = False,
-    qk_norm: bool = False,
-    fc_norm: bool = False,
-    distillation: bool = False,
-    mlp: str = "gelu",
-    remat: bool = False,
     weights: str | None = None,
     name: str | None = None,
+    options: EncoderOptions | None = None,
+    **encoder_options,
 ) -> keras.Model:
     """Builds a Vision Transformer (ViT) or a ResNet+ViT hybrid.
 
     `y = LN(z_L^0)` of the paper: patches are embedded (Eq. 1), a class token
     and learned position embeddings are added, `depth` pre-LN Transformer
     blocks follow (Eq. 2-3), then the final LayerNorm, pooling, an optional
-    tanh "pre-logits" layer and a zero-initialised linear head.
+    tanh "pre-logits" layer and a zero-initialised linear head. What the
+    encoder is made of (tokens, blocks, pooling: the options of the later
+    ViT families) is one `keras_vit.EncoderOptions`, passed whole as
+    `options` or option by option as keywords.
 
     Args:
         variant: Size and patch, e.g. `"B/16"`, `"L/32"`, `"H/14"`, `"test/8"`,
@@ -72,23 +64,10 @@ def ViT(  # noqa: N802
             size for hybrids). Defaults to 224.
         include_top: Whether to add the classification head. Without it the
             model returns the pooled representation (after `pre_logits` when
-            there is one), or the whole token sequence when `pooling=None`.
-        pooling: `"token"` (the class token, as in the paper), `"gap"`
-            (mean of the patch tokens) or `"map"` (multi-head attention
-            pooling from a learned probe, SigLIP's; `keras_vit.layers.MAPHead`
-            with the variant's heads and MLP width). `None` is allowed only
-            without the top and returns the token sequence
-            `(batch, tokens, hidden_dim)`.
+            there is one), or the whole token sequence
+            `(batch, tokens, hidden_dim)` with `pooling=None`.
         representation_size: Width of the tanh "pre-logits" layer used during
             pre-training. Defaults to `None` (no such layer).
-        class_token: Whether to prepend a class token. Defaults to `True`.
-        dropout_rate: Dropout after the position embedding, the attention and
-            the MLP layers. Defaults to 0.
-        attention_dropout_rate: Dropout on attention probabilities.
-        drop_path_rate: Stochastic depth; block `i` of `L` drops its branches
-            with rate `drop_path_rate * i / (L - 1)`. Defaults to 0.
-        gelu_approximate: `False` (default) for the exact erf GELU of the
-            paper; `True` for the tanh form the JAX reference computes.
         include_preprocessing: Prepend a layer mapping `[0, 255]` pixels to
             the `[-1, 1]` range the model expects. Defaults to `False` (the
             model takes `[-1, 1]` inputs).
@@ -113,58 +92,46 @@ def ViT(  # noqa: N802
             embedding: `"bilinear"` (default, the reference's; equals
             `keras_vit.with_image_size`), or another method or named mode of
             `keras_vit.resample` (`"timm"`, `"huggingface"`).
-        layer_scale_init: Scale both residual branches of every block per
-            channel by a learned `LayerScale` starting at this value (DeiT
-            III: 1e-6, DINOv2: 1e-5; timm's `init_values`). Defaults to
-            `None` (no scale).
-        num_registers: Register tokens inserted after the class token, with
-            no position embedding (DINOv2 with registers: 4). They are
-            prefix tokens: left out of pooling and of the analyses.
-            Defaults to 0.
-        no_embed_class: The position table covers the patches only and is
-            added before the class token is prepended (DeiT III, DINOv2,
-            SigLIP; timm's `no_embed_class`). Defaults to `False` (a
-            class-token row, as the paper).
-        qk_norm: LayerNorm on queries and keys in every attention layer.
-            Defaults to `False`.
-        fc_norm: Normalise the pooled representation instead of the token
-            sequence: the final LayerNorm (`fc_norm`) comes after pooling
-            and there is no `encoder_norm` (timm's `fc_norm`, used with
-            `"gap"`). Defaults to `False`.
-        distillation: Add DeiT's distillation token after the class token
-            and a second head `head_dist` on it; the model returns the mean
-            of the two heads' logits (timm's `VisionTransformerDistilled`
-            in inference). For distillation training, take both heads:
-            `keras.Model(model.input, [model.get_layer(n).output for n in
-            ("head", "head_dist")])`. Needs `pooling="token"` and the top.
-            Defaults to `False`.
-        mlp: The blocks' MLP: `"gelu"` (default) or `"swiglu"` (DINOv2-g;
-            `mlp_dim` is then the width after the gate).
-        remat: Rematerialise each Transformer block in training: its
-            activations are recomputed in the backward pass instead of kept
-            (`keras.RematScope(mode="list_of_layers")` naming each block), less memory
-            for more compute. Outputs and gradients are unchanged. Not part
-            of the saved config: a reloaded model runs without it. Defaults
-            to `False`.
         weights: A pretrained tag or a checkpoint path, loaded with
             `keras_vit.weights.load_weights` (position embeddings resampled
             to `image_size`, head replaced when `num_classes` differs).
         name: Model name. Defaults to e.g. `"vit_b16"`.
+        options: The encoder's `keras_vit.EncoderOptions` (class and
+            distillation tokens, registers, position table, QK-norm,
+            LayerScale, MLP kind, dropouts, stochastic depth, remat,
+            pooling, `fc_norm`). Defaults to `EncoderOptions()`: the paper's
+            ViT with class-token pooling.
+        **encoder_options: Single fields of `EncoderOptions` by name (e.g.
+            `qk_norm=True`, `pooling="gap"`), applied over `options`. With
+            `distillation=True` a second head `head_dist` reads the
+            distillation token and the model returns the mean of the two
+            heads' logits (timm's `VisionTransformerDistilled` in
+            inference); for distillation training take both heads:
+            `keras.Model(model.input, [model.get_layer(n).output for n in
+            ("head", "head_dist")])`.
 
     Returns:
         A functional `keras.Model` taking `(batch, height, width, channels)`
         images named `"images"`.
+
+    Raises:
+        TypeError: A keyword argument that is neither an argument here nor
+            an encoder option (the message suggests the closest).
+        ValueError: An argument out of range or a combination that cannot be
+            built; the message names it.
 
     Example:
 
     ```python
     model = keras_vit.ViT("L/16", num_classes=100, image_size=384)
     logits = model(np.zeros((1, 384, 384, 3), "float32"))  # (1, 100)
+    features = keras_vit.ViT("S/16", include_top=False, pooling="gap")
     ```
 
     Reference:
     - [Dosovitskiy et al., 2021](https://arxiv.org/abs/2010.11929).
     """
+    options = resolve_options(options, encoder_options)
     spec = (
         variant if isinstance(variant, ModelSpec) else parse_variant(variant, backbone)
     )
@@ -173,11 +140,8 @@ def ViT(  # noqa: N802
     image_size = to_pair(image_size, "image_size")
     check_image_size(spec, image_size)
     _check_arguments(
-        include_top, pooling, class_token, channels, num_classes, representation_size
-    )
-    _check_family_arguments(
-        num_registers, fc_norm, pooling, distillation, include_top,
-        representation_size, classifier_activation, class_token,
+        options, include_top, channels, num_classes, representation_size,
+        classifier_activation,
     )  # fmt: skip
     if dynamic_image_pad and not dynamic_image_size:
         raise ValueError("`dynamic_image_pad=True` needs `dynamic_image_size=True`.")
@@ -192,49 +156,19 @@ def ViT(  # noqa: N802
     if dynamic_image_pad:
         x = PadToMultiple(spec.total_stride, name=names.PADDING)(x)
     x, grid_source = patch_tokens(x, spec, return_grid_source=True)  # (B, N, D)
-    x = encode(
+    tokens = encode(
         x,
         spec,
         image_size,
-        class_token=class_token,
-        dropout_rate=dropout_rate,
-        attention_dropout_rate=attention_dropout_rate,
-        drop_path_rate=drop_path_rate,
-        gelu_approximate=gelu_approximate,
+        options,
         grid_source=grid_source if dynamic_image_size else None,
         resample_method=position_resample,
-        distillation=distillation,
-        num_registers=int(num_registers),
-        no_embed_class=no_embed_class,
-        layer_scale_init=layer_scale_init,
-        qk_norm=qk_norm,
-        mlp=mlp,
-        final_norm=not fc_norm,
-        remat=remat,
     )  # (B, prefix + N, D)
-
-    prefix = int(class_token) + int(distillation) + int(num_registers)
-    tokens = x
-    if pooling == "map":
-        size = spec.variant
-        x = MAPHead(
-            size.num_heads,
-            size.mlp_dim,
-            prefix,
-            gelu_approximate=gelu_approximate,
-            name=names.POOL,
-        )(x)  # (B, D)
-    elif pooling is not None:
-        x = TokenPooling(pooling, prefix, name=names.POOL)(x)  # (B, D)
-    if pooling is not None:
-        if fc_norm:
-            x = keras.layers.LayerNormalization(
-                epsilon=LAYER_NORM_EPSILON, name=names.FC_NORM
-            )(x)
-        if representation_size is not None:
-            x = keras.layers.Dense(
-                representation_size, activation="tanh", name=names.PRE_LOGITS
-            )(x)
+    x = readout(tokens, spec, options)  # (B, D), or the tokens without pooling
+    if options.pooling is not None and representation_size is not None:
+        x = keras.layers.Dense(
+            representation_size, activation="tanh", name=names.PRE_LOGITS
+        )(x)
     if include_top:
         # Zero-initialised head: the paper's fine-tuning rule, and the
         # reference's initialisation. Logits stay float32 under mixed precision.
@@ -246,8 +180,8 @@ def ViT(  # noqa: N802
             dtype="float32" if policy.compute_dtype != "float32" else None,
             name=names.HEAD,
         )(x)
-    if distillation:
-        x = _distilled_logits(x, tokens, prefix, num_classes, policy)
+    if options.distillation:
+        x = _distilled_logits(x, tokens, options, num_classes, policy)
     model = keras.Model(images, x, name=name or spec.name)
     if weights is not None:
         from keras_vit.weights import load_weights
@@ -262,9 +196,11 @@ def ViT(  # noqa: N802
     return model
 
 
-def _distilled_logits(logits, tokens, prefix, num_classes, policy):
+def _distilled_logits(logits, tokens, options, num_classes, policy):
     """DeiT: a head on the distillation token (token 1), averaged with `head`."""
-    dist = TokenPooling("token", prefix, index=1, name=names.DIST_POOL)(tokens)
+    dist = TokenPooling(
+        "token", options.num_prefix_tokens, index=1, name=names.DIST_POOL
+    )(tokens)
     dist = keras.layers.Dense(
         num_classes,
         kernel_initializer="zeros",
@@ -273,39 +209,6 @@ def _distilled_logits(logits, tokens, prefix, num_classes, policy):
         name=names.HEAD_DIST,
     )(dist)  # (B, K)
     return keras.layers.Average(name=names.DISTILLED_LOGITS)([logits, dist])
-
-
-def _check_family_arguments(
-    num_registers,
-    fc_norm,
-    pooling,
-    distillation,
-    include_top,
-    representation_size,
-    classifier_activation,
-    class_token,
-):
-    if isinstance(num_registers, bool) or not isinstance(
-        num_registers, numbers.Integral
-    ):
-        raise ValueError(
-            f"`num_registers` must be an integer >= 0. Received: {num_registers!r}"
-        )
-    if num_registers < 0:
-        raise ValueError(
-            f"`num_registers` must be an integer >= 0. Received: {num_registers!r}"
-        )
-    if fc_norm and pooling is None:
-        raise ValueError("`fc_norm=True` normalises the pooled output: set `pooling`.")
-    if distillation and not (
-        class_token and pooling == "token" and include_top
-        and representation_size is None and classifier_activation is None
-    ):  # fmt: skip
-        raise ValueError(
-            "`distillation=True` needs class_token=True, pooling='token', "
-            "include_top=True, no representation_size and no "
-            "classifier_activation (the two heads' logits are averaged)."
-        )
 
 
 def with_patch_size(spec: ModelSpec, patch_size: int) -> ModelSpec:
@@ -325,13 +228,9 @@ def with_patch_size(spec: ModelSpec, patch_size: int) -> ModelSpec:
 
 
 def _check_arguments(
-    include_top, pooling, class_token, channels, num_classes, representation_size
-):
-    if pooling not in ("token", "gap", "map", None):
-        raise ValueError(
-            "`pooling` must be 'token', 'gap', 'map' or None. "
-            f"Received: pooling={pooling!r}"
-        )
+    options, include_top, channels, num_classes, representation_size,
+    classifier_activation,
+):  # fmt: skip
     if include_top and not _positive_int(num_classes):
         raise ValueError(
             "`num_classes` must be a positive integer when `include_top=True` "
@@ -343,14 +242,17 @@ def _check_arguments(
             "`representation_size` must be a positive integer or None. "
             f"Received: representation_size={representation_size!r}"
         )
-    if pooling is None and include_top:
+    if options.pooling is None and (include_top or representation_size):
         raise ValueError(
-            "`pooling=None` returns the token sequence and needs `include_top=False`."
+            "`pooling=None` returns the token sequence and needs "
+            "`include_top=False` and no `representation_size`."
         )
-    if pooling == "token" and not class_token:
+    if options.distillation and not (
+        include_top and representation_size is None and classifier_activation is None
+    ):
         raise ValueError(
-            "`pooling='token'` needs a class token; use `pooling='gap'` with "
-            "`class_token=False`."
+            "`distillation=True` needs include_top=True, no representation_size "
+            "and no classifier_activation (the two heads' logits are averaged)."
         )
     if not _positive_int(channels):
         raise ValueError(

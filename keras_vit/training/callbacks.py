@@ -257,7 +257,7 @@ def training_callbacks(
             profile steps 10-15; 0 (default) does not profile.
         training_monitor: A `TrainingMonitor` to add (chief only).
         metric_callbacks: Callbacks that add entries to the epoch's logs
-            (e.g. `keras_vit.fewshot.FewShotCallback`); placed after the EMA
+            (e.g. `keras_vit.analysis.fewshot.FewShotCallback`); placed after the EMA
             swap and before the checkpoints and loggers that read the logs.
             Run on every worker.
         fingerprint: Stored with each backup (see `CrashSafeBackup`).

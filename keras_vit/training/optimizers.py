@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import keras
-import tensorflow as tf
 
 from keras_vit.keras_internals import ClipGradientsHook
 
@@ -28,6 +27,9 @@ class _SummedGradientClipping(ClipGradientsHook):
     """
 
     def clip_gradients(self, grads):
+        import tensorflow as tf  # Here only: importing the module registers
+        # the optimizers for `.keras` files under any backend.
+
         context = tf.distribute.get_replica_context()
         if (
             not self.global_clipnorm

@@ -5,7 +5,7 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
-from keras_vit import hardware
+from keras_vit.training import hardware
 
 PRECISIONS = (False, True, "auto", "float32", "bfloat16", "float16")
 
@@ -31,7 +31,7 @@ def resolve_precision(
       optimizer in a `keras.optimizers.LossScaleOptimizer` (dynamic loss
       scaling);
     - the CPU: `"mixed_bfloat16"` where it computes bfloat16 natively
-      (AVX512_BF16 or AMX-BF16, `keras_vit.hardware.native_bfloat16()`,
+      (AVX512_BF16 or AMX-BF16, `keras_vit.training.hardware.native_bfloat16()`,
       capped by `ONEDNN_MAX_CPU_ISA`), else `"float32"`: without them
       bfloat16 is converted to float32 around every matmul, which is slower
       than float32 alone.

@@ -162,7 +162,7 @@ def from_model(model: keras.Model) -> Checkpoint:
     Example:
 
     ```python
-    pretrained = keras_vit.masked_patch.masked_patch_model("test/4", image_size=16)
+    pretrained = keras_vit.models.masked_patch_model("test/4", image_size=16)
     checkpoint = keras_vit.weights.from_model(pretrained)
     ```
     """

@@ -30,6 +30,7 @@ import os
 import types
 import typing
 
+from keras_vit.models.options import EncoderOptions
 from recipes.cli import parse_image_size
 
 # The choices of keras_vit.training, repeated here so that a config is
@@ -38,7 +39,6 @@ OPTIMIZERS = ("adamw", "adam", "sgd")
 SCHEDULES = ("cosine", "linear", "constant")
 STRATEGIES = ("auto", "default", "one_device", "mirrored", "multi_worker", "tpu")
 PRECISIONS = (False, True, "auto", "float32", "bfloat16", "float16")
-POOLINGS = ("token", "gap")
 
 # Fields a resumed run may change freely: where and how verbosely it runs,
 # and what it reports. Every other field is part of the backup's fingerprint.
@@ -66,24 +66,14 @@ RUN_ONLY_FIELDS = frozenset(
         "remat",  # Same numbers, less memory: a backup resumes either way.
     }
 )
+# The spellings a command line may give a yes/no field.
+_BOOLEAN_WORDS = {"true": True, "yes": True, "on": True, "1": True,
+                  "false": False, "no": False, "off": False, "0": False}  # fmt: skip
 
 
-# The `keras_vit.ViT` arguments each recipe passes from its config, by name.
-VIT_FIELDS = (
-    "image_size",
-    "channels",
-    "pooling",
-    "class_token",
-    "gelu_approximate",
-    "dropout_rate",
-    "attention_dropout_rate",
-    "drop_path_rate",
-    "layer_scale_init",
-    "num_registers",
-    "no_embed_class",
-    "qk_norm",
-    "mlp",
-)
+# The `keras_vit.ViT` arguments (besides the encoder options, passed whole)
+# each recipe passes from its config, by name.
+VIT_FIELDS = ("image_size", "channels")
 TRAIN_VIT_FIELDS = (
     *VIT_FIELDS,
     "representation_size",
@@ -91,9 +81,6 @@ TRAIN_VIT_FIELDS = (
     "dynamic_image_size",
     "dynamic_image_pad",
     "position_resample",
-    "fc_norm",
-    "distillation",
-    "remat",
 )
 
 
@@ -137,18 +124,10 @@ class RunConfig:
 
     # -- model (keras_vit.ViT's arguments) ---------------------------------
     variant: str = "B/16"  # See keras_vit.VARIANTS; e.g. "Ti/16", "R50+B/16".
-    pooling: str = "token"  # "token" (needs class_token) or "gap".
-    class_token: bool = True
-    gelu_approximate: bool = False  # tanh GELU instead of the exact erf one.
-    dropout_rate: float = 0.0
-    attention_dropout_rate: float = 0.0
-    drop_path_rate: float = 0.0
-    # Later ViT families (see keras_vit.ViT): LayerScale, registers, ...
-    layer_scale_init: float | None = None  # E.g. 1e-6 (DeiT III); None = off.
-    num_registers: int = 0  # Register tokens (DINOv2 with registers: 4).
-    no_embed_class: bool = False  # Position table for the patches only.
-    qk_norm: bool = False  # LayerNorm on queries and keys.
-    mlp: str = "gelu"  # "gelu" or "swiglu".
+    # Every encoder option (tokens, blocks, dropouts, pooling, ...): see
+    # keras_vit.EncoderOptions. The command line sets one by its own name,
+    # e.g. --set qk_norm=true or --set encoder.pooling=gap.
+    encoder: EncoderOptions = EncoderOptions()
 
     # -- optimisation ------------------------------------------------------
     optimizer: str = "adamw"  # "adamw", "adam" or "sgd".
@@ -197,9 +176,11 @@ class RunConfig:
         yield "global_batch_size", self.global_batch_size >= 1 or "must be positive"
         yield "image_size", _size_ok(self.image_size)
         yield "channels", self.channels >= 1 or "must be positive"
-        yield "layer_scale_init", _positive_or_none(self.layer_scale_init)
-        yield "num_registers", self.num_registers >= 0 or "must be >= 0"
-        yield "mlp", _choice(self.mlp, ("gelu", "swiglu"))
+        yield (
+            "encoder",
+            isinstance(self.encoder, EncoderOptions)
+            or "must be a keras_vit.EncoderOptions",
+        )
         yield "shuffle_buffer", self.shuffle_buffer >= 1 or "must be positive"
         low, high = self.crop_area_range
         yield "crop_area_range", 0 < low <= high <= 1 or "needs 0 < low <= high <= 1"
@@ -207,17 +188,11 @@ class RunConfig:
         yield "crop_aspect_range", 0 < low <= high or "needs 0 < low <= high"
         yield "randaugment_ops", self.randaugment_ops >= 0 or "must be >= 0"
         yield "randaugment_magnitude", _within(self.randaugment_magnitude, 0, 1)
-        yield "pooling", _choice(self.pooling, POOLINGS)
         yield (
-            "pooling",
-            (
-                self.class_token
-                or self.pooling != "token"
-                or "'token' pooling needs class_token=True; use pooling='gap'"
-            ),
+            "encoder",
+            self.encoder.pooling is not None
+            or "pooling=None gives no image representation to train on",
         )
-        for name in ("dropout_rate", "attention_dropout_rate", "drop_path_rate"):
-            yield name, _within(getattr(self, name), 0, 1, high_open=True)
         yield "optimizer", _choice(self.optimizer, OPTIMIZERS)
         yield "learning_rate", self.learning_rate > 0 or "must be positive"
         yield "end_learning_rate", self.end_learning_rate >= 0 or "must be >= 0"
@@ -282,8 +257,6 @@ class TrainConfig(RunConfig):
     dynamic_image_size: bool = False  # Accept any image size at run time.
     dynamic_image_pad: bool = False  # With it: zero-pad to whole patches.
     position_resample: str = "bilinear"  # How position embeddings are resampled.
-    fc_norm: bool = False  # Normalise the pooled features, not the tokens.
-    distillation: bool = False  # DeiT's distillation token and second head.
     # Initial weights, passed to keras_vit.ViT(weights=...): a keras_vit.weights
     # tag ("imagenet21k", ...), an original .npz, a .safetensors file, or our
     # own .keras / .weights.h5 (e.g. a masked-patch encoder.keras). The head
@@ -292,7 +265,6 @@ class TrainConfig(RunConfig):
     init_from: str | None = None
 
     # -- fine-tuning add-ons (docs/finetuning.md) ---------------------------
-    remat: bool = False  # Recompute each block in the backward pass.
     lora_rank: int | None = None  # LoRA adapters; base frozen, head trained.
     lora_alpha: float = 16.0  # Adapter scale is lora_alpha / lora_rank.
     lora_targets: tuple[str, ...] = ("qkv", "out", "mlp")
@@ -389,15 +361,27 @@ class PretrainConfig(RunConfig):
 
 
 def model_arguments(config: RunConfig, names=VIT_FIELDS) -> dict:
-    """`{argument: value}` of the model fields `names` of `config`."""
-    return {name: getattr(config, name) for name in names}
+    """The `keras_vit.ViT` keywords of `config`: the encoder options, whole,
+    and the model fields `names`."""
+    return {
+        "options": config.encoder,
+        **{name: getattr(config, name) for name in names},
+    }
+
+
+def flat_fields(config: RunConfig) -> dict:
+    """`{field: value}` with the encoder options as fields of their own
+    (`qk_norm`, `pooling`, ...), the names the command line uses."""
+    fields = dataclasses.asdict(config)
+    encoder = fields.pop("encoder")
+    return {**fields, **encoder}
 
 
 def fingerprint(config: RunConfig) -> dict:
     """The fields a backup must agree on to be resumed (not `RUN_ONLY_FIELDS`)."""
     return {
         key: value
-        for key, value in dataclasses.asdict(config).items()
+        for key, value in flat_fields(config).items()
         if key not in RUN_ONLY_FIELDS
     }
 
@@ -408,8 +392,10 @@ def override(config: RunConfig, assignments: list[str]) -> RunConfig:
     Args:
         config: The config to change (any `RunConfig` subclass).
         assignments: Strings `"key=value"`; the value is a Python literal,
-            or a bare word for `str` fields; `image_size` also takes
-            `224x320` or `224,320`.
+            or a bare word for `str` fields; yes/no fields also take
+            `true/false`, `yes/no`, `on/off`, `1/0`; `image_size` also takes
+            `224x320` or `224,320`. An encoder option is set by its own name
+            (`qk_norm=true`) or as `encoder.qk_norm=true`.
 
     Returns:
         A new config of the same class.
@@ -424,18 +410,22 @@ def override(config: RunConfig, assignments: list[str]) -> RunConfig:
     3
     """
     hints = typing.get_type_hints(type(config))
-    changes = {}
+    option_hints = typing.get_type_hints(EncoderOptions)
+    changes, options = {}, {}
     for assignment in assignments:
         key, sep, text = assignment.partition("=")
-        key = key.strip()
+        key = key.strip().removeprefix("encoder.")
         if not sep or not key:
             raise ConfigError(f"overrides look like key=value, not {assignment!r}")
-        if key not in hints:
-            close = difflib.get_close_matches(key, hints, n=3)
+        known = {**option_hints, **hints}
+        known.pop("encoder", None)
+        if key not in known:
+            close = difflib.get_close_matches(key, known, n=3)
             hint = f"did you mean {' or '.join(close)}? " if close else ""
             raise ConfigError(
                 f"unknown config key {key!r}; {hint}every {type(config).__name__} "
-                "field is listed in recipes/configs/base.py"
+                "field is listed in recipes/configs/base.py, every encoder "
+                "option in keras_vit/models/options.py"
             )
         text = text.strip()
         try:
@@ -447,7 +437,13 @@ def override(config: RunConfig, assignments: list[str]) -> RunConfig:
                 value = parse_image_size(text)
             except ValueError as error:
                 raise ConfigError(f"image_size={text!r}: {error}") from None
-        changes[key] = check_type(key, value, hints[key])
+        target = options if key in option_hints else changes
+        target[key] = check_type(key, value, known[key])
+    if options:
+        try:
+            changes["encoder"] = dataclasses.replace(config.encoder, **options)
+        except ValueError as error:
+            raise ConfigError(str(error).replace("`", "")) from None
     return dataclasses.replace(config, **changes)
 
 
@@ -474,6 +470,9 @@ def check_type(key: str, value, hint):
     elif hint is bool:
         if isinstance(value, bool):
             return value
+        word = str(value).strip().lower()
+        if not isinstance(value, float) and word in _BOOLEAN_WORDS:
+            return _BOOLEAN_WORDS[word]  # true/false, yes/no, on/off, 1/0
     elif hint is int:
         if isinstance(value, int) and not isinstance(value, bool):
             return value

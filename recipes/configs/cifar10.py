@@ -22,6 +22,7 @@ picks `checkpoints/best.keras`, the test set is evaluated once at the end.
 
 from __future__ import annotations
 
+from keras_vit.models.options import EncoderOptions
 from recipes.configs.base import TrainConfig
 
 
@@ -42,7 +43,7 @@ def get_config() -> TrainConfig:
         cutmix_factor=1.0,
         label_smoothing=0.1,
         variant="S/4",
-        drop_path_rate=0.1,
+        encoder=EncoderOptions(drop_path_rate=0.1),
         optimizer="adamw",
         learning_rate=1e-3,
         weight_decay=0.05,

@@ -31,6 +31,7 @@ cosine decay; light augmentation: crops of 60-100% of the area, no flips
 
 from __future__ import annotations
 
+from keras_vit.models.options import EncoderOptions
 from recipes.configs.base import TrainConfig
 
 
@@ -48,8 +49,7 @@ def get_config() -> TrainConfig:
         random_flip=False,
         label_smoothing=0.1,
         variant="test/2",
-        pooling="gap",
-        class_token=False,
+        encoder=EncoderOptions(pooling="gap", class_token=False),
         optimizer="adamw",
         learning_rate=3e-3,
         weight_decay=0.05,

@@ -26,11 +26,12 @@ No TensorFlow here: this module is cheap to import.
 
 Example:
 
->>> keras_vit.hardware.vector_isa()
+>>> keras_vit.training.hardware.vector_isa()
 'AVX2'
->>> keras_vit.hardware.native_bfloat16()
+>>> keras_vit.training.hardware.native_bfloat16()
 False
->>> keras_vit.hardware.describe_cpu()  # under ONEDNN_MAX_CPU_ISA=AVX512_CORE_BF16
+>>> # under ONEDNN_MAX_CPU_ISA=AVX512_CORE_BF16
+>>> keras_vit.training.hardware.describe_cpu()
 'AVX-512+BF16 (capped from AMX by ONEDNN_MAX_CPU_ISA=AVX512_CORE_BF16)'
 """
 
@@ -95,7 +96,7 @@ def cpu_flags(path: str = "/proc/cpuinfo") -> frozenset[str]:
 
     Example:
 
-    >>> "avx2" in keras_vit.hardware.cpu_flags()
+    >>> "avx2" in keras_vit.training.hardware.cpu_flags()
     True
     """
     try:
@@ -152,7 +153,7 @@ def vector_isa(
     Example:
 
     >>> zen3 = frozenset({"avx", "avx2", "fma"})
-    >>> keras_vit.hardware.vector_isa(zen3, env={})
+    >>> keras_vit.training.hardware.vector_isa(zen3, env={})
     'AVX2'
     """
     flags = cpu_flags() if flags is None else frozenset(flags)
@@ -177,7 +178,7 @@ def native_bfloat16(
 
     >>> sapphire_rapids = {"avx", "avx2", "avx512f", "avx512bw", "avx512vl",
     ...     "avx512dq", "avx512_vnni", "avx512_bf16", "amx_tile", "amx_bf16"}
-    >>> keras_vit.hardware.native_bfloat16(sapphire_rapids, env={})
+    >>> keras_vit.training.hardware.native_bfloat16(sapphire_rapids, env={})
     True
     """
     return vector_isa(flags, env) in ("AMX", "AVX-512+BF16")
@@ -197,7 +198,7 @@ def describe_cpu(
 
     Example:
 
-    >>> keras_vit.hardware.describe_cpu(env={"ONEDNN_MAX_CPU_ISA": "AVX2"})
+    >>> keras_vit.training.hardware.describe_cpu(env={"ONEDNN_MAX_CPU_ISA": "AVX2"})
     'AVX2 (capped from AVX-512+BF16 by ONEDNN_MAX_CPU_ISA=AVX2)'
     """
     flags = cpu_flags() if flags is None else frozenset(flags)

@@ -34,12 +34,14 @@ import keras
 import numpy as np
 from keras import ops
 
-from keras_vit.layers import TokenPooling
 from keras_vit.layers.utils import to_pair
 from keras_vit.models import layout as names
 from keras_vit.models.encoder import check_image_size
 from keras_vit.models.encoder import encode
 from keras_vit.models.encoder import patch_tokens
+from keras_vit.models.encoder import readout
+from keras_vit.models.options import EncoderOptions
+from keras_vit.models.options import resolve_options
 from keras_vit.models.variants import parse_variant
 
 # Paper §4.6: corrupt 50% of the patches; 80% [mask], 10% random, 10% kept.
@@ -348,7 +350,7 @@ class MaskedPatchModel(keras.Model):
     - `"mask"`: `(batch, num_patches)`, true at the corrupted patches;
     - `"pooled"`: `(batch, dim)`, the image representation (the `pool`
       layer), so `keras_vit.feature_extractor` and
-      `keras_vit.fewshot.FewShotCallback` can follow pre-training.
+      `keras_vit.analysis.fewshot.FewShotCallback` can follow pre-training.
 
     The loss needs no labels: `compile(optimizer)` without a `loss`, then
     `fit` on images (a `(images, labels)` dataset works too, the labels and
@@ -387,53 +389,35 @@ def masked_patch_model(
     variant: str = "B/16",
     *,
     image_size: int | tuple[int, int] = 224,
-    pooling: str = "token",
-    class_token: bool = True,
-    dropout_rate: float = 0.0,
-    attention_dropout_rate: float = 0.0,
-    drop_path_rate: float = 0.0,
-    gelu_approximate: bool = False,
     channels: int = 3,
-    num_registers: int = 0,
-    no_embed_class: bool = False,
-    layer_scale_init: float | None = None,
-    qk_norm: bool = False,
-    mlp: str = "gelu",
     corruption_rate: float = CORRUPTION_RATE,
     mask_rate: float = MASK_RATE,
     random_rate: float = RANDOM_RATE,
     color_bits: int = COLOR_BITS,
     seed: int | None = None,
     name: str | None = None,
+    options: EncoderOptions | None = None,
+    **encoder_options,
 ) -> MaskedPatchModel:
     """Builds a ViT for masked patch prediction pre-training (paper §4.6).
 
-    The encoder is the one `keras_vit.ViT` builds, with the same layer names
-    (`embedding`, `class_token`, `posembed_input`, `encoderblock_{i}`,
-    `encoder_norm`, and the hybrid backbone's), so `transfer_encoder` moves
-    it into a classifier by name. A `PatchCorruption` layer named
-    `patch_corruption` sits between the patch embedding and the class token;
-    a zero-initialised dense layer named `masked_patch_head` maps every patch
-    token after `encoder_norm` to `2 ** (color_bits * channels)` colour logits;
-    `MeanColorTargets` (named `mean_color_targets`) computes the targets from
-    the input images.
+    The encoder is the one `keras_vit.ViT` builds from the same
+    `EncoderOptions`, with the same layer names (`embedding`, `class_token`,
+    `posembed_input`, `encoderblock_{i}`, `encoder_norm`, `pool`, and the
+    hybrid backbone's), so `transfer_encoder` moves it into a classifier by
+    name, and `keras_vit.ViT(variant, options=ViTLayout.of(model)
+    .encoder_options, include_top=False)` rebuilds it exactly. A
+    `PatchCorruption` layer named `patch_corruption` sits between the patch
+    embedding and the class token; a zero-initialised dense layer named
+    `masked_patch_head` maps every patch token after `encoder_norm` to
+    `2 ** (color_bits * channels)` colour logits; `MeanColorTargets` (named
+    `mean_color_targets`) computes the targets from the input images.
 
     Args:
         variant: Size and patch, e.g. `"B/16"` or `"R50+B/16"`. See
             `keras_vit.VARIANTS`.
         image_size: Input size, an int or `(height, width)`. Defaults to 224.
-        pooling: `"token"` or `"gap"`: how the `"pooled"` output (used for
-            few-shot monitoring only) is formed. Defaults to `"token"`.
-        class_token: Whether to prepend a class token. Defaults to `True`.
-        dropout_rate: Encoder dropout. Defaults to 0.
-        attention_dropout_rate: Dropout on attention probabilities.
-        drop_path_rate: Stochastic depth, as in `keras_vit.ViT`.
-        gelu_approximate: Tanh GELU instead of the exact one.
         channels: Input channels. Defaults to 3.
-        num_registers, no_embed_class, layer_scale_init, qk_norm, mlp: The
-            encoder features of the newer ViT families, as in
-            `keras_vit.ViT` (all off by default), so that an encoder
-            pre-trained here loads into a classifier built with them.
         corruption_rate: Fraction of patches corrupted. Defaults to 0.5.
         mask_rate: Share of corrupted patches set to the mask token.
             Defaults to 0.8.
@@ -442,6 +426,11 @@ def masked_patch_model(
         color_bits: Bits per channel of the colour targets. Defaults to 3.
         seed: Seed of the corruption. Defaults to `None`.
         name: Model name. Defaults to e.g. `"masked_patch_vit_b16"`.
+        options: The encoder's `keras_vit.EncoderOptions`, as for
+            `keras_vit.ViT`. Its pooling forms the `"pooled"` output (used
+            for few-shot monitoring) and must not be `None`.
+        **encoder_options: Single `EncoderOptions` fields by name, applied
+            over `options` (e.g. `qk_norm=True`).
 
     Returns:
         A `MaskedPatchModel` taking images `(batch, height, width, channels)`
@@ -455,12 +444,18 @@ def masked_patch_model(
     model.fit(images, batch_size=32, epochs=1)
     ```
     """
+    options = resolve_options(options, encoder_options)
     spec = parse_variant(variant)
     image_size = to_pair(image_size, "image_size")
     check_image_size(spec, image_size)
-    if pooling == "token" and not class_token:
-        raise ValueError("`pooling='token'` needs `class_token=True`; use 'gap'.")
-    num_prefix_tokens = int(class_token)
+    if options.pooling is None:
+        raise ValueError(
+            "A masked-patch model needs a pooling for its 'pooled' output; "
+            "use 'token', 'gap' or 'map'."
+        )
+    if options.distillation:
+        raise ValueError("A masked-patch model has no distillation token.")
+    prefix = options.num_prefix_tokens
     mixed = keras.config.dtype_policy().compute_dtype != "float32"
 
     images = keras.Input((*image_size, channels), name=names.INPUT)
@@ -471,29 +466,14 @@ def masked_patch_model(
     x, mask = PatchCorruption(
         corruption_rate, mask_rate, random_rate, seed=seed, name=names.PATCH_CORRUPTION
     )(x)  # (B, N, D), (B, N)
-    x = encode(
-        x,
-        spec,
-        image_size,
-        class_token=class_token,
-        dropout_rate=dropout_rate,
-        attention_dropout_rate=attention_dropout_rate,
-        drop_path_rate=drop_path_rate,
-        gelu_approximate=gelu_approximate,
-        num_registers=int(num_registers),
-        no_embed_class=no_embed_class,
-        layer_scale_init=layer_scale_init,
-        qk_norm=qk_norm,
-        mlp=mlp,
-    )  # (B, prefix + N, D)
-    num_prefix_tokens += int(num_registers)
-    pooled = TokenPooling(pooling, num_prefix_tokens, name=names.POOL)(x)  # (B, D)
+    x = encode(x, spec, image_size, options)  # (B, prefix + N, D)
+    pooled = readout(x, spec, options)  # (B, D)
     logits = keras.layers.Dense(
         mean_color_classes(color_bits, channels),
         kernel_initializer="zeros",
         dtype="float32" if mixed else None,
         name=names.MASKED_PATCH_HEAD,
-    )(x[:, num_prefix_tokens:])  # (B, N, classes)
+    )(x[:, prefix:])  # (B, N, classes)
     outputs = {"logits": logits, "targets": targets, "mask": mask, "pooled": pooled}
     return MaskedPatchModel(images, outputs, name=name or f"masked_patch_{spec.name}")
 
