@@ -39,6 +39,10 @@ MOVED = {
     "keras_vit.masked_patch": "keras_vit.models.masked_patch",
     "keras_vit.fewshot": "keras_vit.analysis.fewshot",
     "keras_vit.hardware": "keras_vit.training.hardware",
+    "keras_vit.models.cnn_layout": "keras_vit.models.cnn.layout",
+    "keras_vit.models.cnn_variants": "keras_vit.models.cnn.variants",
+    "keras_vit.models.alternet": "keras_vit.models.cnn.alternet",
+    "keras_vit.models.preact_resnet": "keras_vit.models.cnn.preact_resnet",
 }
 
 # The modules whose classes a saved `.keras` file can name (the layers, the

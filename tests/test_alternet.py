@@ -12,18 +12,18 @@ from keras_vit.layers.conv_blocks import PreActBlock
 from keras_vit.layers.local_attention import WindowAttention2D
 from keras_vit.layers.local_attention import relative_position_index
 from keras_vit.layers.msa_block import PreActAttentionBlock
-from keras_vit.models.alternet import AlterNet
-from keras_vit.models.alternet import AlterNet18
-from keras_vit.models.alternet import AlterNet50
-from keras_vit.models.cnn import cnn_feature_extractor
-from keras_vit.models.cnn_layout import CNNLayout
-from keras_vit.models.cnn_variants import ALTERNETS
-from keras_vit.models.cnn_variants import PREACT_RESNETS
-from keras_vit.models.cnn_variants import CNNVariant
+from keras_vit.models.cnn.alternet import AlterNet
+from keras_vit.models.cnn.alternet import AlterNet18
+from keras_vit.models.cnn.alternet import AlterNet50
+from keras_vit.models.cnn.layout import CNNLayout
+from keras_vit.models.cnn.preact_resnet import PreActResNet
+from keras_vit.models.cnn.preact_resnet import PreActResNet18
+from keras_vit.models.cnn.preact_resnet import PreActResNet50
+from keras_vit.models.cnn.variants import ALTERNETS
+from keras_vit.models.cnn.variants import PREACT_RESNETS
+from keras_vit.models.cnn.variants import CNNVariant
+from keras_vit.models.features import feature_extractor
 from keras_vit.models.layout import LayoutError
-from keras_vit.models.preact_resnet import PreActResNet
-from keras_vit.models.preact_resnet import PreActResNet18
-from keras_vit.models.preact_resnet import PreActResNet50
 
 FAMILIES = {"preact": (PreActResNet, PREACT_RESNETS), "alternet": (AlterNet, ALTERNETS)}
 # Small rows run on CIFAR-stem inputs; the paper's rows at 224 px.
@@ -551,7 +551,7 @@ def keras_vit_vit():
 
 def test_feature_extractor_per_block_and_stage():
     model = AlterNet("test", image_size=16, num_classes=3)
-    features = cnn_feature_extractor(model)
+    features = feature_extractor(model)
     out = features(images(batch=2, size=(16, 16)))
     assert sorted(out) == ["block_0", "block_1", "block_2", "features", "pooled"]
     assert out["block_0"].shape == (2, 16, 16, 8)
@@ -563,17 +563,17 @@ def test_feature_extractor_per_block_and_stage():
         features.count_params()
         == model.count_params() - model.get_layer("head").count_params()
     )
-    only = cnn_feature_extractor(
+    only = feature_extractor(
         model, blocks=[-1], include_pooled=False, include_features=False
     )
     assert list(only.output) == ["block_2"]
     with pytest.raises(ValueError, match="Block index 3 is out of range"):
-        cnn_feature_extractor(model, blocks=[3])
+        feature_extractor(model, blocks=[3])
     headless = PreActResNet("test", image_size=16, include_top=False, pooling=None)
     with pytest.raises(LayoutError, match="include_pooled=False"):
-        cnn_feature_extractor(headless)
-    with pytest.raises(LayoutError, match="not built by keras_vit.PreActResNet"):
-        cnn_feature_extractor(keras_vit_vit())
+        feature_extractor(headless)
+    vit = feature_extractor(keras_vit_vit(), blocks=[-1])  # The other kind.
+    assert sorted(vit.output) == ["block_1", "pooled", "tokens"]
 
 
 def test_maps_smaller_than_window_or_kernel_build():
@@ -592,11 +592,24 @@ def test_feature_extractor_is_one_contract_for_vits_and_cnns():
     features = keras_vit.feature_extractor(model, blocks=[-1])
     x = np.zeros((2, 16, 16, 3), "float32")
     out = features(x)
-    direct = keras_vit.cnn_feature_extractor(model, blocks=[-1])(x)
+    with pytest.warns(DeprecationWarning, match="keras_vit.feature_extractor"):
+        direct = keras_vit.cnn_feature_extractor(model, blocks=[-1])(x)
     assert set(out) == set(direct) == {"pooled", "features", "block_2"}
     for key in out:
         np.testing.assert_array_equal(np.asarray(out[key]), np.asarray(direct[key]))
     inputs = keras.Input((4, 4, 3))
     other = keras.Model(inputs, keras.layers.Dense(2)(inputs), name="plain")
-    with pytest.raises(ValueError, match="'plain' has no 'stage"):
+    with pytest.raises(LayoutError, match="'plain' was not built by keras_vit"):
         keras_vit.feature_extractor(other)
+
+
+def test_one_dispatcher_tells_the_model_families_apart():
+    from keras_vit.models import CNNLayout
+    from keras_vit.models import ModelLayout
+    from keras_vit.models import ViTLayout
+
+    assert isinstance(ModelLayout.of(keras_vit_vit()), ViTLayout)
+    for build in (keras_vit.AlterNet, keras_vit.PreActResNet):
+        layout = ModelLayout.of(build("test", num_classes=3, image_size=16))
+        assert isinstance(layout, CNNLayout) and layout.final_key == "features"
+    assert ModelLayout.of(keras_vit_vit()).final_key == "tokens"

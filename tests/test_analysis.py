@@ -672,7 +672,7 @@ def test_depth_statistics_of_a_cnn_match_its_feature_extractor(alternet):
     assert stats["kinds"] == ["input", "conv", "conv", "msa"]
     assert stats["sizes"].tolist() == [[16, 16], [16, 16], [8, 8], [8, 8]]
     assert [len(p) for p in stats["profiles"]] == [9, 9, 5, 5]
-    blocks = keras_vit.cnn_feature_extractor(alternet, include_pooled=False)(images)
+    blocks = keras_vit.feature_extractor(alternet, include_pooled=False)(images)
     stem = keras.Model(alternet.input, alternet.get_layer("stem_conv").output)(images)
     maps = [stem] + [blocks[f"block_{i}"] for i in range(3)]
     want = [analysis.high_frequency_log_amplitude(m) for m in maps]

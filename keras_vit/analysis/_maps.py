@@ -25,9 +25,9 @@ import numpy as np
 
 from keras_vit.analysis._walk import BlockWalker
 from keras_vit.models import layout as names
-from keras_vit.models.cnn_layout import CNNLayout
-from keras_vit.models.cnn_layout import parse_block_name
-from keras_vit.models.layout import LayoutError
+from keras_vit.models.cnn.layout import CNNLayout
+from keras_vit.models.cnn.layout import parse_block_name
+from keras_vit.models.layout import ModelLayout
 from keras_vit.models.layout import ViTLayout
 
 VIT = "vit"
@@ -38,21 +38,11 @@ def model_family(model: keras.Model) -> str:
     """`"vit"` for a keras_vit ViT, `"cnn"` for a PreActResNet or AlterNet.
 
     Raises:
-        ValueError: `model` was built by none of them.
+        keras_vit.models.LayoutError: `model` was built by none of them (a
+            `ValueError`).
     """
-    try:
-        CNNLayout.of(model)
-        return CNN
-    except LayoutError:
-        pass
-    try:
-        ViTLayout.of(model)
-        return VIT
-    except LayoutError:
-        pass
-    raise ValueError(
-        f"Model {model.name!r} is not a keras_vit ViT, PreActResNet or AlterNet."
-    )
+    layout = ModelLayout.of(model)  # LayoutError (a ValueError) otherwise.
+    return VIT if isinstance(layout, ViTLayout) else CNN
 
 
 def _token_map(tokens, grid_size, num_prefix_tokens) -> np.ndarray:

@@ -26,7 +26,7 @@ from keras_vit.analysis._walk import batch_slices
 from keras_vit.analysis.distance import _distance_sums
 from keras_vit.analysis.distance import attention_distances
 from keras_vit.analysis.distance import patch_distances
-from keras_vit.models.cnn_layout import CNNLayout
+from keras_vit.models.cnn.layout import CNNLayout
 
 
 def _window_sums(scores, window, stride):

@@ -1,20 +1,23 @@
 """Feature extraction: pooled representation, tokens and every block's output.
 
 The Keras counterpart of timm's `forward_intermediates`: a second functional
-model over the same layers (no copies of the weights, no hooks).
+model over the same layers (no copies of the weights, no hooks), for a ViT
+and for the CNN family alike.
 """
 
 from __future__ import annotations
 
+import warnings
+
 import keras
 
 from keras_vit.models.layout import LayoutError
-from keras_vit.models.layout import ViTLayout
+from keras_vit.models.layout import ModelLayout
 
 
 def block_names(model: keras.Model) -> list[str]:
-    """Names of the model's Transformer blocks, in order."""
-    return list(ViTLayout.of(model).block_names)
+    """Names of the model's blocks, in order of depth."""
+    return list(ModelLayout.of(model).block_names)
 
 
 def feature_extractor(
@@ -22,33 +25,36 @@ def feature_extractor(
     blocks: list[int] | str | None = "all",
     include_pooled: bool = True,
     include_tokens: bool = True,
+    *,
+    include_features: bool | None = None,
 ) -> keras.Model:
     """Returns a model mapping images to a dict of intermediate features.
 
-    Outputs (those that apply):
-    - `"pooled"`: the image representation `(batch, dim)`: the pooled token
-      after the final LayerNorm, passed through `pre_logits` when the model
-      has that layer (what the paper's few-shot evaluation uses).
-    - `"tokens"`: the full sequence after the final LayerNorm,
+    One contract for every keras_vit model (`keras_vit.models.ModelLayout`
+    tells the families apart). Outputs (those that apply):
+    - `"pooled"`: the image representation `(batch, dim)`: for a ViT the
+      pooled token after the final LayerNorm, passed through `pre_logits`
+      when the model has that layer (what the paper's few-shot evaluation
+      uses); for a CNN the globally pooled map.
+    - `"tokens"` (a ViT): the full sequence after the final LayerNorm,
       `(batch, prefix + patches, dim)` (after the last block for a model
       built with `fc_norm=True`, which normalises after pooling); the
       prefix is `ViTLayout.of(model).num_prefix_tokens` tokens (class,
-      distillation, registers).
-    - `"block_{i}"`: the output of Transformer block `i`, before the final
-      LayerNorm, `(batch, prefix + patches, dim)`.
-
-    A `keras_vit.PreActResNet` or `keras_vit.AlterNet` gets the same
-    contract from `keras_vit.models.cnn_feature_extractor`: `"pooled"`,
-    `"block_{i}"` for every block in order of depth, and (for
-    `include_tokens`) `"features"`, the final activated map.
+      distillation, registers). `"features"` (a PreActResNet or AlterNet):
+      the final activated map `(batch, h, w, channels)`.
+    - `"block_{i}"`: the output of block `i` in order of depth (a ViT's
+      before the final LayerNorm; a CNN's MSA blocks included).
 
     Args:
-        model: A model built by `keras_vit.ViT` (or a loaded copy), or a
-            pre-activation ResNet or AlterNet.
+        model: A model built by `keras_vit.ViT`, `PreActResNet` or `AlterNet`
+            (or a loaded copy).
         blocks: Block indices to expose (negative indices count from the
             end), `"all"` (default), or `None` for none.
         include_pooled: Expose `"pooled"`. Defaults to `True`.
-        include_tokens: Expose `"tokens"`. Defaults to `True`.
+        include_tokens: Expose the final sequence or map (`"tokens"` or
+            `"features"`). Defaults to `True`.
+        include_features: The same switch under the CNN's name; when given,
+            it decides.
 
     Example:
 
@@ -58,27 +64,39 @@ def feature_extractor(
     out = features(images)  # {"pooled", "tokens", "block_11", "block_8"}
     ```
     """
-    try:
-        layout = ViTLayout.of(model)
-    except LayoutError:
-        from keras_vit.models.cnn import cnn_feature_extractor
-        from keras_vit.models.cnn_layout import CNNLayout
-
-        CNNLayout.of(model)  # raises for a model of neither kind
-        return cnn_feature_extractor(model, blocks, include_pooled, include_tokens)
+    layout = ModelLayout.of(model)
+    include_final = include_tokens if include_features is None else include_features
     outputs = {}
     if include_pooled:
         if layout.pooled_name is None:
-            raise ValueError(
+            raise LayoutError(
                 f"{model.name!r} has no pooling layer (it was built with "
                 "pooling=None); use include_pooled=False."
             )
         outputs["pooled"] = layout.pooled.output
-    if include_tokens:
-        outputs["tokens"] = layout.tokens.output
+    if include_final:
+        outputs[layout.final_key] = layout.final.output
     selected = [] if blocks is None or blocks == [] else layout.block_indices(blocks)
     for index in selected:
-        outputs[f"block_{index}"] = layout.block(index).output
+        outputs[f"block_{index}"] = layout.layer(layout.block_names[index]).output
     if not outputs:
         raise ValueError("Nothing to extract: every output was turned off.")
     return keras.Model(model.input, outputs, name=f"{model.name}_features")
+
+
+def cnn_feature_extractor(
+    model: keras.Model,
+    blocks: list[int] | str | None = "all",
+    include_pooled: bool = True,
+    include_features: bool = True,
+) -> keras.Model:
+    """Deprecated: `feature_extractor` serves every keras_vit model."""
+    warnings.warn(
+        "keras_vit.cnn_feature_extractor is deprecated: call "
+        "keras_vit.feature_extractor, which serves every keras_vit model.",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return feature_extractor(
+        model, blocks, include_pooled, include_features=include_features
+    )

@@ -81,8 +81,44 @@ class ModelLayout:
     """What every layout answers: layers by name, blocks by index, pooling.
 
     Subclasses are frozen dataclasses with `model`, `block_names` and
-    `pooled_name` fields (`ViTLayout`, `keras_vit.models.CNNLayout`).
+    `pooled_name` fields (`ViTLayout`, `keras_vit.models.CNNLayout`), a
+    `describes(model)` test and a `final` layer (the encoded token sequence
+    of a ViT, the last activated map of a CNN; `final_key` names it).
+    `ModelLayout.of(model)` picks the one that describes the model: the
+    single place where the model families are told apart.
+
+    Example:
+
+    ```python
+    layout = ModelLayout.of(keras_vit.AlterNet("test", image_size=16))
+    type(layout).__name__, layout.final_key  # 'CNNLayout', 'features'
+    ```
     """
+
+    final_key: str = "final"
+
+    @classmethod
+    def of(cls, model: keras.Model) -> ModelLayout:
+        """The layout of any keras_vit model: a `ViTLayout` or a `CNNLayout`.
+
+        Raises:
+            LayoutError: `model` was built by none of keras_vit's builders.
+        """
+        from keras_vit.models.cnn.layout import CNNLayout
+
+        for kind in (ViTLayout, CNNLayout):
+            if kind.describes(model):
+                return kind.of(model)
+        raise LayoutError(
+            f"Model {model.name!r} was not built by keras_vit: it has neither "
+            f"Transformer blocks and a {POSEMB!r} layer (keras_vit.ViT) nor "
+            "'stage*_block*' layers (PreActResNet, AlterNet)."
+        )
+
+    @classmethod
+    def describes(cls, model: keras.Model) -> bool:
+        """Whether `model` has the layers this kind of layout reads."""
+        raise NotImplementedError
 
     @property
     def depth(self) -> int:
@@ -168,6 +204,13 @@ class ViTLayout(ModelLayout):
     tokens_name: str
     head_name: str | None
     has_preprocessing: bool
+
+    final_key = "tokens"
+
+    @classmethod
+    def describes(cls, model: keras.Model) -> bool:
+        names = {layer.name for layer in model.layers}
+        return POSEMB in names and any(block_index(n) is not None for n in names)
 
     @classmethod
     def of(cls, model: keras.Model) -> ViTLayout:
@@ -313,6 +356,11 @@ class ViTLayout(ModelLayout):
     def tokens(self) -> keras.layers.Layer:
         """The layer whose output is the encoded token sequence."""
         return self.layer(self.tokens_name)
+
+    @property
+    def final(self) -> keras.layers.Layer:
+        """The encoded token sequence's layer (`tokens`)."""
+        return self.tokens
 
     @property
     def head(self) -> keras.layers.Layer | None:

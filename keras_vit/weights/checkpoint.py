@@ -29,7 +29,6 @@ import numpy as np
 
 from keras_vit import keras_internals
 from keras_vit.models import layout as names
-from keras_vit.models.layout import LayoutError
 from keras_vit.models.layout import ViTLayout
 from keras_vit.models.variants import parse_variant
 from keras_vit.weights import architecture
@@ -173,12 +172,9 @@ def from_model(model: keras.Model) -> Checkpoint:
 
 def _find_vit(model: keras.Model) -> keras.Model:
     """`model`, or the one keras_vit model nested in it."""
-    try:
-        ViTLayout.of(model)
+    if ViTLayout.describes(model):
         return model
-    except LayoutError:
-        pass
-    nested = [layer for layer in _nested_models(model) if _is_vit(layer)]
+    nested = [layer for layer in _nested_models(model) if ViTLayout.describes(layer)]
     if len(nested) != 1:
         raise CheckpointError(
             f"{model.name!r} is not a keras_vit model and holds "
@@ -192,14 +188,6 @@ def _nested_models(model: keras.Model):
         if isinstance(layer, keras.Model):
             yield layer
             yield from _nested_models(layer)
-
-
-def _is_vit(model: keras.Model) -> bool:
-    try:
-        ViTLayout.of(model)
-    except LayoutError:
-        return False
-    return True
 
 
 def from_keras_file(path: str, model: keras.Model) -> Checkpoint:

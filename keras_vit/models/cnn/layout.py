@@ -79,6 +79,12 @@ class CNNLayout(ModelLayout):
     pooled_name: str | None
     head_name: str | None
 
+    final_key = "features"
+
+    @classmethod
+    def describes(cls, model: keras.Model) -> bool:
+        return any(parse_block_name(layer.name) for layer in model.layers)
+
     @classmethod
     def of(cls, model: keras.Model) -> CNNLayout:
         """Reads the layout of a model built by `PreActResNet` or `AlterNet`.
@@ -114,3 +120,8 @@ class CNNLayout(ModelLayout):
     def features(self) -> keras.layers.Layer:
         """The final activated feature map's layer (`head_relu`)."""
         return self.layer(HEAD_RELU)
+
+    @property
+    def final(self) -> keras.layers.Layer:
+        """The final activated feature map's layer (`features`)."""
+        return self.features

@@ -1,6 +1,6 @@
 """The functional builder shared by `PreActResNet` and `AlterNet`.
 
-Layer names are spelled in `keras_vit.models.cnn_layout`.
+Layer names are spelled in `keras_vit.models.cnn.layout`.
 """
 
 from __future__ import annotations
@@ -13,65 +13,12 @@ from keras_vit.layers.conv_blocks import torch_kernel_initializer
 from keras_vit.layers.local_attention import window_shape
 from keras_vit.layers.msa_block import PreActAttentionBlock
 from keras_vit.layers.utils import to_pair
-from keras_vit.models import cnn_layout as cnn_names
 from keras_vit.models import layout as names
-from keras_vit.models.cnn_layout import CNNLayout
-from keras_vit.models.cnn_variants import STEMS
-from keras_vit.models.cnn_variants import CNNVariant
-from keras_vit.models.layout import LayoutError
+from keras_vit.models.cnn import layout as cnn_names
+from keras_vit.models.cnn.variants import STEMS
+from keras_vit.models.cnn.variants import CNNVariant
 
 POOLINGS = ("avg", "max")
-
-
-def cnn_feature_extractor(
-    model: keras.Model,
-    blocks: list[int] | str | None = "all",
-    include_pooled: bool = True,
-    include_features: bool = True,
-) -> keras.Model:
-    """Maps images to a dict of a PreActResNet's or AlterNet's features.
-
-    The CNN counterpart of `keras_vit.feature_extractor`, over the same layers
-    (no copies of the weights). Outputs (those that apply):
-    - `"pooled"`: the pooled representation `(batch, channels)`;
-    - `"features"`: the final activated map `(batch, h, w, channels)`
-      (`head_relu`);
-    - `"block_{i}"`: the output of block `i` in order of depth (MSA blocks
-      included), `(batch, h_i, w_i, channels_i)`; the layer is
-      `CNNLayout.of(model).block_names[i]`.
-
-    Args:
-        model: A model built by `PreActResNet` or `AlterNet`.
-        blocks: Block indices (negative from the end), `"all"` (default) or
-            `None`.
-        include_pooled: Expose `"pooled"`. Defaults to `True`.
-        include_features: Expose `"features"`. Defaults to `True`.
-
-    Example:
-
-    ```python
-    model = keras_vit.AlterNet("mini", num_classes=10, image_size=32)
-    features = cnn_feature_extractor(model, blocks=[-1])
-    out = features(images)  # {"pooled", "features", "block_7"}
-    ```
-    """
-    layout = CNNLayout.of(model)
-    outputs = {}
-    if include_pooled:
-        if layout.pooled_name is None:
-            raise LayoutError(
-                f"{model.name!r} has no pooling layer (it was built with "
-                "pooling=None); use include_pooled=False."
-            )
-        outputs["pooled"] = layout.pooled.output
-    if include_features:
-        outputs["features"] = layout.features.output
-    if blocks is not None:
-        for index in layout.block_indices(blocks):
-            outputs[f"block_{index}"] = layout.layer(layout.block_names[index]).output
-    if not outputs:
-        raise ValueError("Nothing to extract: every output was turned off.")
-    return keras.Model(model.input, outputs, name=f"{model.name}_features")
 
 
 def _check_arguments(

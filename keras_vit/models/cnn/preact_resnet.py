@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import keras
 
-from keras_vit.models.cnn import build_cnn
-from keras_vit.models.cnn_variants import PREACT_RESNETS
-from keras_vit.models.cnn_variants import CNNVariant
-from keras_vit.models.cnn_variants import get_variant
+from keras_vit.models.cnn.builder import build_cnn
+from keras_vit.models.cnn.variants import PREACT_RESNETS
+from keras_vit.models.cnn.variants import CNNVariant
+from keras_vit.models.cnn.variants import get_variant
 
 
 def PreActResNet(  # noqa: N802

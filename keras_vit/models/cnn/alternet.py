@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import keras
 
-from keras_vit.models.cnn import build_cnn
-from keras_vit.models.cnn_variants import ALTERNETS
-from keras_vit.models.cnn_variants import CNNVariant
-from keras_vit.models.cnn_variants import get_variant
-from keras_vit.models.preact_resnet import _default_name
+from keras_vit.models.cnn.builder import build_cnn
+from keras_vit.models.cnn.preact_resnet import _default_name
+from keras_vit.models.cnn.variants import ALTERNETS
+from keras_vit.models.cnn.variants import CNNVariant
+from keras_vit.models.cnn.variants import get_variant
 
 
 def AlterNet(  # noqa: N802
