@@ -458,6 +458,9 @@ def test_tfds_offline_fails_fast_and_leaves_nothing(
     message = str(info.value)
     assert "'cifar10'" in message and str(data_dir) in message
     assert "tfds build cifar10" in message and "\n" not in message
+    # A ValueError too: the commands answer it in one line (see below).
+    assert isinstance(info.value, data.DatasetError)
+    assert isinstance(info.value, ValueError)
     assert knocks == [1]
     assert _tree(data_dir) == before
 
@@ -500,6 +503,8 @@ def test_tfds_unknown_name_is_one_line():
     ) as info:
         data.load_source("tfds:no_such_set_42", "train")
     assert "\n" not in str(info.value)
+    assert isinstance(info.value, data.DatasetError)
+    assert isinstance(info.value, ValueError)
 
 
 # Runs `recipes.train` command lines in one process without network (the
