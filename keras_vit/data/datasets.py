@@ -111,8 +111,10 @@ class ImageSource:
         may_fail_to_decode: Whether some images may not decode (files from
             a folder): `train_dataset` then replaces those, `eval_dataset`
             fails on them.
-        skipped: Files of this split left out because they could not be
-            read as images, by path, each listed once.
+        skipped: Files left out, by path, each listed once: the split's
+            unreadable images, and the files of its class folders that are
+            not images of a format TensorFlow decodes (listed by every
+            slice of the split).
         name: A short description, e.g. `"digits:train"`.
         files: The examples' identities in the dataset's order: file paths
             for folders, `"digits#<index>"` for the digits; `None` for TFDS.
