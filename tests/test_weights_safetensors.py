@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import warnings
 
 import keras
 import ml_dtypes
@@ -172,3 +173,70 @@ def test_checkpoint_format_is_recognised_by_content(tmp_path):
     expected = np.load(fixture("timm_vit.npz"))
     out = keras.ops.convert_to_numpy(model(expected["images"]))
     np.testing.assert_allclose(out, expected["logits"], rtol=1e-4, atol=1e-4)
+
+
+# -- Another patch size (FlexiViT): the whole model, head included ---------------
+
+
+def _by_hand_at_patch_4(source):
+    """A /4 model whose weights are set layer by layer from a /8 `source`.
+
+    The patch kernel and the position table are resized with the public
+    functions (checked against their references in test_resample_modes.py);
+    every other layer, the head included, is copied.
+    """
+    model = keras_vit.ViT("test/4", image_size=32, num_classes=10)
+    for layer in model.layers:
+        if not layer.weights:
+            continue
+        weights = source.get_layer(layer.name).get_weights()
+        if layer.name == "embedding":
+            weights[0] = keras_vit.resample_patch_embedding(weights[0], 4)
+        elif layer.name == "posembed_input":
+            weights[0] = keras_vit.resample_position_embedding(weights[0], (8, 8))
+        layer.set_weights(weights)
+    return model
+
+
+def test_a_checkpoint_of_another_patch_size_keeps_its_head():
+    images = np.load(fixture("timm_vit.npz"))["images"]
+    source = keras_vit.ViT("test/8", image_size=32, num_classes=10)
+    load_weights(source, fixture("timm_vit.safetensors"))
+    expected = keras.ops.convert_to_numpy(_by_hand_at_patch_4(source)(images))
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # nothing was dropped: no warning
+        model = keras_vit.ViT(
+            "test/8", patch_size=4, image_size=32, num_classes=10,
+            weights=fixture("timm_vit.safetensors"),
+        )  # fmt: skip
+    np.testing.assert_array_equal(
+        keras.ops.convert_to_numpy(model.get_layer("head").kernel),
+        keras.ops.convert_to_numpy(source.get_layer("head").kernel),
+    )
+    logits = keras.ops.convert_to_numpy(model(images))
+    assert np.abs(logits).max() > 0.1  # not a zeroed head
+    np.testing.assert_allclose(logits, expected, rtol=1e-6, atol=1e-6)
+
+    # The notes say what happened, and only that.
+    plain = keras_vit.ViT("test/4", image_size=32, num_classes=10)
+    notes = load_weights(plain, fixture("timm_vit.safetensors"), resample_patch=True)
+    assert len(notes) == 2, notes
+    assert notes[0].startswith("Resized the patch embedding from (8, 8) to (4, 4)")
+    assert notes[1].startswith("Resampled the position embedding from a 4x4 to a 8x8")
+    assert not [n for n in notes if "pre_logits" in n or "head" in n]
+
+
+def test_patch_resize_with_a_dropped_pre_logits_warns_about_pre_logits(tmp_path):
+    # A Hugging Face ViTModel with its pooler (the original pre_logits) into a
+    # /4 model without that layer: the pre_logits rule still applies, and the
+    # warning is the pre_logits note, not the patch note.
+    model = keras_vit.ViT("test/4", image_size=32, num_classes=10)
+    with pytest.warns(UserWarning, match="pre_logits") as caught:
+        notes = load_weights(
+            model, fixture("hf_vit_pooler.safetensors"), resample_patch=True
+        )
+    assert len(caught) == 1
+    assert notes[0].startswith("Resized the patch embedding")
+    assert "`pre_logits` layer (width 32)" in notes[1]
+    assert notes[2] == ("The head is zero-initialised: the checkpoint has no head.")

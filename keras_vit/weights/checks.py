@@ -199,12 +199,11 @@ def plan_load(
         ckpt_arch = describe({k: tuple(v.shape) for k, v in params.items()})
     _check_variant(model_arch, ckpt_arch, layout, params)
 
-    warn, notes = _pre_logits_rule(layout, params, keep_pre_logits)
-    notes = patch_notes + notes
-    pre_logits_dropped = bool(notes)
+    warn, pre_logits_notes = _pre_logits_rule(layout, params, keep_pre_logits)
+    pre_logits_dropped = bool(pre_logits_notes)
     skip = {k for k in PRE_LOGITS_KEYS if pre_logits_dropped and k in params}
     zero, head_notes = _head_rule(layout, params, pre_logits_dropped)
-    notes += head_notes
+    notes = patch_notes + pre_logits_notes + head_notes
     if zero:  # a distilled model's second head follows the first
         zero.update(k for k in DIST_HEAD_KEYS if k in layout)
     if zero or HEAD_KEYS[0] not in layout:
@@ -238,7 +237,7 @@ def plan_load(
     values = _assemble(layout, params, zero)
     # Only a load that will happen is announced.
     if warn:
-        warnings.warn(notes[0], stacklevel=3)
+        warnings.warn(pre_logits_notes[0], stacklevel=3)
     for note in notes:
         logger.info(note)
     return LoadPlan(values, notes)
