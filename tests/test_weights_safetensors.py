@@ -240,3 +240,34 @@ def test_patch_resize_with_a_dropped_pre_logits_warns_about_pre_logits(tmp_path)
     assert notes[0].startswith("Resized the patch embedding")
     assert "`pre_logits` layer (width 32)" in notes[1]
     assert notes[2] == ("The head is zero-initialised: the checkpoint has no head.")
+
+
+def test_timm_patch_resize_reproduces_timms_set_input_size():
+    # timm's `set_input_size(patch_size=4)` on the timm_vit fixture model
+    # (scripts/make_patch_resample_fixture.py): its kernel resize
+    # (`resample_patch_embed`, bicubic antialiased) and its position-table
+    # resampling (`resample_abs_pos_embed`) end to end.
+    expected = np.load(fixture("patch_resample.npz"))
+    model = keras_vit.ViT("test/4", image_size=32, num_classes=10)
+    notes = load_weights(
+        model,
+        fixture("timm_vit.safetensors"),
+        resample_patch="timm",
+        resample_method="timm",
+    )
+    assert "resample_patch='timm'" in notes[0]
+    logits = keras.ops.convert_to_numpy(model(expected["model/images"]))
+    np.testing.assert_allclose(logits, expected["model/logits"], atol=1e-5)
+    # big_vision's resize (the default) is another kernel: not timm's logits.
+    load_weights(
+        model, fixture("timm_vit.safetensors"), resample_patch=True,
+        resample_method="timm",
+    )  # fmt: skip
+    flexivit = keras.ops.convert_to_numpy(model(expected["model/images"]))
+    assert np.abs(flexivit - expected["model/logits"]).max() > 0.05
+
+
+def test_an_unknown_patch_resize_is_refused_before_reading():
+    model = keras_vit.ViT("test/4", image_size=32, num_classes=10)
+    with pytest.raises(ValueError, match="`resample_patch` must be True, False"):
+        load_weights(model, "no/such/file.npz", resample_patch="cubic")

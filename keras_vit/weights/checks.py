@@ -19,8 +19,10 @@ from collections.abc import Mapping
 import keras
 import numpy as np
 
+from keras_vit.resample import METHODS
 from keras_vit.resample import resample_patch_embedding
 from keras_vit.resample import resample_position_embedding
+from keras_vit.resample import resolve_patch_method
 from keras_vit.weights.architecture import describe
 from keras_vit.weights.architecture import differences
 from keras_vit.weights.errors import CheckpointError
@@ -151,7 +153,7 @@ def plan_load(
     align_corners: bool | None = None,
     keep_pre_logits: bool | None = None,
     checkpoint_grid_size: tuple[int, int] | None = None,
-    resample_patch: bool = False,
+    resample_patch: bool | str = False,
     layout: tuple[dict, list[str]] | None = None,
     source: str = "The checkpoint",
 ) -> LoadPlan:
@@ -171,7 +173,10 @@ def plan_load(
         checkpoint_grid_size: The checkpoint's patch grid, when its position
             embedding is not square.
         resample_patch: Resize a patch embedding of another patch size to
-            the model's (FlexiViT) instead of reporting another variant.
+            the model's (FlexiViT) instead of reporting another variant:
+            `True` or `"flexivit"` (big_vision's bilinear resize), `"timm"`
+            (timm's bicubic), or a method of
+            `keras_vit.resample.resample_patch_embedding`.
         layout: `checkpoint_layout(model)`, when the caller has it already.
         source: What the checkpoint was read from, for messages.
 
@@ -193,9 +198,10 @@ def plan_load(
     _check_dtypes(params)
     model_arch = describe({k: t.shape for k, t in layout.items()})
     ckpt_arch = describe({k: tuple(v.shape) for k, v in params.items()})
+    patch_method = patch_resize_method(resample_patch)
     patch_notes = []
-    if resample_patch and EMBEDDING_KEY in params and EMBEDDING_KEY in layout:
-        patch_notes = _resize_patch(params, layout[EMBEDDING_KEY].shape, ckpt_arch)
+    if patch_method and EMBEDDING_KEY in params and EMBEDDING_KEY in layout:
+        patch_notes = _resize_patch(params, layout[EMBEDDING_KEY].shape, patch_method)
         ckpt_arch = describe({k: tuple(v.shape) for k, v in params.items()})
     _check_variant(model_arch, ckpt_arch, layout, params)
 
@@ -243,15 +249,37 @@ def plan_load(
     return LoadPlan(values, notes)
 
 
-def _resize_patch(params, target_shape, ckpt_arch) -> list[str]:
+def patch_resize_method(resample_patch: bool | str | None) -> str | None:
+    """`load_weights`' `resample_patch=` as a patch-resize method, or `None`.
+
+    `False`/`None`: another patch size is another variant. `True`: the
+    default, `"flexivit"`. A string is checked against
+    `keras_vit.resample.resolve_patch_method`.
+    """
+    if resample_patch is None or resample_patch is False:
+        return None
+    if resample_patch is True:
+        return "flexivit"
+    try:
+        resolve_patch_method(resample_patch)
+    except ValueError:
+        raise ValueError(
+            "`resample_patch` must be True, False, 'flexivit', 'timm' or one of "
+            f"{METHODS}. Received: resample_patch={resample_patch!r}"
+        ) from None
+    return resample_patch
+
+
+def _resize_patch(params, target_shape, method) -> list[str]:
     """Resizes the checkpoint's patch kernel to the model's (FlexiViT)."""
     kernel = params[EMBEDDING_KEY]
     if kernel.ndim != 4 or tuple(kernel.shape[:2]) == tuple(target_shape[:2]):
         return []
-    params[EMBEDDING_KEY] = resample_patch_embedding(kernel, target_shape[:2])
+    params[EMBEDDING_KEY] = resample_patch_embedding(kernel, target_shape[:2], method)
     return [
         f"Resized the patch embedding from {tuple(kernel.shape[:2])} to "
-        f"{tuple(target_shape[:2])} patches (FlexiViT pseudo-inverse)."
+        f"{tuple(target_shape[:2])} patches (FlexiViT pseudo-inverse, "
+        f"resample_patch={method!r})."
     ]
 
 
