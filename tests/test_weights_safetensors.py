@@ -205,7 +205,7 @@ def test_a_checkpoint_of_another_patch_size_keeps_its_head():
     expected = keras.ops.convert_to_numpy(_by_hand_at_patch_4(source)(images))
 
     with warnings.catch_warnings():
-        warnings.simplefilter("error")  # nothing was dropped: no warning
+        warnings.simplefilter("error", UserWarning)  # nothing dropped: no warning
         model = keras_vit.ViT(
             "test/8", patch_size=4, image_size=32, num_classes=10,
             weights=fixture("timm_vit.safetensors"),
@@ -271,3 +271,21 @@ def test_an_unknown_patch_resize_is_refused_before_reading():
     model = keras_vit.ViT("test/4", image_size=32, num_classes=10)
     with pytest.raises(ValueError, match="`resample_patch` must be True, False"):
         load_weights(model, "no/such/file.npz", resample_patch="cubic")
+
+
+def test_nan_in_a_safetensors_file_is_refused_naming_the_file_key(tmp_path):
+    # One NaN written into the bytes of timm's fused qkv weight.
+    data = bytearray(open(fixture("timm_vit.safetensors"), "rb").read())
+    header_size = int.from_bytes(data[:8], "little")
+    header = json.loads(data[8 : 8 + header_size])
+    begin = 8 + header_size + header["blocks.0.attn.qkv.weight"]["data_offsets"][0]
+    data[begin + 4 : begin + 8] = np.array([np.nan], "<f4").tobytes()
+    path = tmp_path / "nan.safetensors"
+    path.write_bytes(bytes(data))
+    model = keras_vit.ViT("test/8", image_size=32, num_classes=10)
+    before = [w.copy() for w in model.get_weights()]
+    with pytest.raises(CheckpointError) as info:
+        load_weights(model, path)
+    assert "blocks.0.attn.qkv.weight (96, 32): 1 NaN of 3072" in str(info.value)
+    for old, new in zip(before, model.get_weights(), strict=True):
+        np.testing.assert_array_equal(old, new)

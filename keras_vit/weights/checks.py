@@ -195,7 +195,15 @@ def plan_load(
             f"to (is it a keras_vit.ViT model?):\n{_listing(unmapped)}"
         )
     params = {key: np.asarray(value) for key, value in params.items()}
+    if not params:
+        raise CheckpointError(f"{_source(source)} holds no weights.")
     _check_dtypes(params)
+    if not any(key in layout for key in params):
+        raise CheckpointError(
+            f"{_source(source)} has none of the keys a keras_vit model expects; "
+            "it is not a ViT checkpoint keras_vit can read. Its keys:\n"
+            + _listing(sorted(params))
+        )
     model_arch = describe({k: t.shape for k, t in layout.items()})
     ckpt_arch = describe({k: tuple(v.shape) for k, v in params.items()})
     patch_method = patch_resize_method(resample_patch)
@@ -240,6 +248,9 @@ def plan_load(
         _raise_misfit(
             model, model_arch, params, missing, unexpected, mismatched, source
         )
+    check_finite(
+        {k: params[k] for k in layout if k in params and k not in zero}, source
+    )
     values = _assemble(layout, params, zero)
     # Only a load that will happen is announced.
     if warn:
@@ -281,6 +292,40 @@ def _resize_patch(params, target_shape, method) -> list[str]:
         f"{tuple(target_shape[:2])} patches (FlexiViT pseudo-inverse, "
         f"resample_patch={method!r})."
     ]
+
+
+def check_finite(arrays: Mapping[str, np.ndarray], source: str) -> None:
+    """Refuses arrays with NaN or infinite values, naming each key.
+
+    Args:
+        arrays: `{key: array}`, keyed as the source names them (a file's own
+            keys, so that the message points into the file).
+        source: What the arrays were read from, for the message.
+
+    Raises:
+        CheckpointError: listing every key with NaN or inf values, with
+            their counts.
+    """
+    bad = []
+    for key, value in arrays.items():
+        value = np.asarray(value)
+        if value.dtype.kind not in "fc" and value.dtype.name not in _LOW_FLOATS:
+            continue
+        if np.isfinite(np.sum(value, dtype=np.float64)):
+            continue  # one pass; a NaN or inf anywhere makes the sum so
+        nan = int(np.count_nonzero(np.isnan(value)))
+        inf = int(np.count_nonzero(np.isinf(value)))
+        if nan or inf:
+            counts = " and ".join(
+                f"{n} {kind}" for n, kind in ((nan, "NaN"), (inf, "inf")) if n
+            )
+            bad.append(f"{key} {_shape(value.shape)}: {counts} of {value.size}")
+    if bad:
+        raise CheckpointError(
+            f"{_source(source)} holds NaN or infinite values (a corrupt file, or "
+            "weights saved from a diverged run); no weight was changed:\n"
+            + _listing(bad)
+        )
 
 
 def _check_dtypes(params):

@@ -94,8 +94,9 @@ def load_weights(
 
     Raises:
         VariantMismatchError: the checkpoint is another architecture.
-        CheckpointError: a bad checkpoint (see above), or an unreadable,
-            pickled or corrupt file.
+        CheckpointError: a bad checkpoint (see above); an unreadable,
+            pickled or corrupt file; NaN or infinite values (each key
+            named); a legacy Keras HDF5 file; a directory.
         WeightsNotFoundError: a tag whose file is neither cached nor
             downloadable.
         FileNotFoundError: a path that does not exist.
