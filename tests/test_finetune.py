@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import warnings
 
@@ -164,6 +165,99 @@ def test_lora_adapter_file_faults_leave_the_model_unchanged(tmp_path):
     with pytest.raises(ValueError, match="non-finite"):
         finetune.load_lora_weights(target, nan_path)
     np.testing.assert_array_equal(_predict(target), before)
+
+
+def _adapter_file(path, seed=0, variant="test/4", size=SIZE, **lora):
+    lora = {"rank": 4, "alpha": 8, **lora}
+    keras.utils.set_random_seed(seed)
+    model = keras_vit.ViT(variant, image_size=size, num_classes=CLASSES)
+    randomize(model, seed=seed)
+    finetune.enable_lora(model, **lora)
+    _perturb_adapters(model)
+    finetune.save_lora_weights(model, str(path))
+    return model
+
+
+def test_lora_adapters_refuse_another_base_model(tmp_path):
+    """Adapters whose shapes fit but whose base model differs are refused."""
+    cases = {
+        # Same width, same 4x4 grid, another patch: every shape fits.
+        "patch": (
+            dict(variant="test/8", size=2 * SIZE),
+            "patch_size: file (8, 8), model (4, 4)",
+        ),
+        "grid": (dict(size=2 * SIZE), "grid_size: file (8, 8), model (4, 4)"),
+        "alpha": (dict(alpha=16), "lora alpha: file 16.0, model 8.0"),
+        "targets": (
+            dict(targets=("query", "value")),
+            "lora targets: file ('query', 'value'), model ('query', 'key')",
+        ),
+    }
+    for name, (saved_as, difference) in cases.items():
+        path = tmp_path / f"{name}.npz"
+        _adapter_file(path, **saved_as)
+        targets = ("query", "key") if name == "targets" else ("qkv", "out", "mlp")
+        target = _model()
+        finetune.enable_lora(target, rank=4, alpha=8, targets=targets)
+        before = [w.numpy().copy() for w in target.weights]
+        with pytest.raises(ValueError) as info:
+            finetune.load_lora_weights(target, str(path))
+        message = str(info.value)
+        assert "was saved from another base model" in message, name
+        assert difference in message, (name, message)
+        assert "No weight was changed" in message and "\n" not in message
+        for old, new in zip(before, target.weights, strict=True):
+            np.testing.assert_array_equal(old, new.numpy())
+
+
+def test_lora_adapters_on_other_base_weights_load_with_a_warning(tmp_path):
+    path = tmp_path / "adapters.npz"
+    source = _adapter_file(path, seed=0)
+    other = _model(seed=5)  # same architecture, other base weights
+    finetune.enable_lora(other, rank=4, alpha=8)
+    with pytest.warns(UserWarning, match="base weights .* differ"):
+        finetune.load_lora_weights(other, str(path))
+    for a, b in zip(
+        finetune.lora_variables(other).values(),
+        finetune.lora_variables(source).values(),
+        strict=True,
+    ):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+    same = _model(seed=0)
+    finetune.enable_lora(same, rank=4, alpha=8)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)  # the same base: no warning
+        finetune.load_lora_weights(same, str(path))
+    np.testing.assert_array_equal(_predict(same), _predict(source))
+
+
+def test_adapter_files_without_a_record_load_with_a_warning(tmp_path):
+    path = tmp_path / "adapters.npz"
+    source = _adapter_file(path)
+    with np.load(path) as file:  # the variables alone (their paths hold "/")
+        arrays = {k: file[k] for k in file.files if "/" in k}
+    older = tmp_path / "older.npz"
+    np.savez(older, **arrays)  # a file without the base-model record
+    target = _model()
+    finetune.enable_lora(target, rank=4, alpha=8)
+    with pytest.warns(UserWarning, match="does not record the base model"):
+        finetune.load_lora_weights(target, str(older))
+    np.testing.assert_array_equal(_predict(target), _predict(source))
+    # What the record holds.
+    with np.load(path) as file:
+        record = json.loads(str(file[finetune.lora.RECORD_KEY]))
+    assert record["architecture"] == {
+        "name": "ViT-test/4", "hidden_dim": 32, "depth": 2, "num_heads": 2,
+        "mlp_dim": 64, "patch_size": [4, 4], "backbone": None,
+    }  # fmt: skip
+    assert record["grid_size"] == [4, 4] and record["num_prefix_tokens"] == 1
+    assert record["lora"] == {
+        "rank": 4, "alpha": 8.0, "targets": ["query", "key", "value", "out", "mlp"]
+    }  # fmt: skip
+    # A record that is not one is refused, not ignored.
+    np.savez(older, **arrays, **{finetune.lora.RECORD_KEY: np.array("[1, 2]")})
+    with pytest.raises(ValueError, match="not a readable adapter file"):
+        finetune.load_lora_weights(target, str(older))
 
 
 def test_lora_save_is_complete_or_absent(tmp_path, monkeypatch):
