@@ -501,7 +501,7 @@ def test_remat_trains_the_same_in_a_compiled_step_and_refuses_dropout():
         losses[remat] = [float(model.train_on_batch(X, labels)) for _ in range(3)]
     np.testing.assert_allclose(losses[True], losses[False], rtol=1e-6)
     assert losses[True][0] != losses[True][2]  # It trained.
-    with pytest.raises(ValueError, match="remat=True.*drop_path_rate"):
+    with pytest.raises(ValueError, match="`remat` needs dropout_rate.*drop_path_rate"):
         keras_vit.ViT("test/4", image_size=SIZE, remat=True, drop_path_rate=0.1)
 
 
