@@ -388,11 +388,31 @@ def _luminance(rgb: np.ndarray) -> np.ndarray:
 def _coverage(shapes, glyph_id, inverse, shift) -> np.ndarray:
     """Fraction of each output pixel the glyph covers: `(n, 32, 32)`.
 
-    `_SUPERSAMPLE`^2 point samples per pixel, at positions that are
+    The mean of `_SUPERSAMPLE`^2 point samples per pixel (see `_cells`).
+    """
+    size = IMAGE_SIZE * _SUPERSAMPLE
+    row, col = _cells(inverse, shift)  # (n, size, size) each
+    cells = row
+    cells *= _MASTER
+    cells += col
+    cells += (glyph_id.astype(np.int32) * _MASTER * _MASTER)[:, None, None]
+    hits = shapes.reshape(-1).view(np.uint8)[cells]  # (n, size, size), 0 or 1
+    hits = hits.reshape(-1, IMAGE_SIZE, _SUPERSAMPLE, size)
+    rows = sum(hits[:, :, k] for k in range(1, _SUPERSAMPLE)) + hits[:, :, 0]
+    rows = rows.reshape(-1, IMAGE_SIZE, IMAGE_SIZE, _SUPERSAMPLE)
+    counts = sum(rows[..., k] for k in range(1, _SUPERSAMPLE)) + rows[..., 0]
+    return counts / float(_SUPERSAMPLE**2)  # exact: counts are integers
+
+
+def _cells(inverse, shift) -> tuple[np.ndarray, np.ndarray]:
+    """The shape cells the point samples fall in: `int32 (n, 128, 128)` rows
+    and columns, clipped to the grid.
+
+    `_SUPERSAMPLE`^2 samples per output pixel, at positions that are
     multiples of 1/8 px, mapped through the inverse transforms (multiples of
     2^-11, shifts multiples of 1/16 px): every product and sum below is
-    exact in float32 (at most 24 significant bits), so the cells looked up
-    are the same on every machine.
+    exact in float32 (at most 24 significant bits), so the cells are the
+    same on every machine.
     """
     size = IMAGE_SIZE * _SUPERSAMPLE
     position = ((np.arange(size) + 0.5) / _SUPERSAMPLE - IMAGE_SIZE / 2).astype(
@@ -410,16 +430,7 @@ def _coverage(shapes, glyph_id, inverse, shift) -> np.ndarray:
     # The shapes' border cells are empty: clipping maps outside to empty.
     np.clip(col, 0, _MASTER - 1, out=col)
     np.clip(row, 0, _MASTER - 1, out=row)
-    cells = row.astype(np.int32)
-    cells *= _MASTER
-    cells += col.astype(np.int32)
-    cells += (glyph_id.astype(np.int32) * _MASTER * _MASTER)[:, None, None]
-    hits = shapes.reshape(-1).view(np.uint8)[cells]  # (n, size, size), 0 or 1
-    hits = hits.reshape(-1, IMAGE_SIZE, _SUPERSAMPLE, size)
-    rows = sum(hits[:, :, k] for k in range(1, _SUPERSAMPLE)) + hits[:, :, 0]
-    rows = rows.reshape(-1, IMAGE_SIZE, IMAGE_SIZE, _SUPERSAMPLE)
-    counts = sum(rows[..., k] for k in range(1, _SUPERSAMPLE)) + rows[..., 0]
-    return counts / float(_SUPERSAMPLE**2)  # exact: counts are integers
+    return row.astype(np.int32), col.astype(np.int32)
 
 
 def _backgrounds(p: dict) -> tuple[np.ndarray, np.ndarray]:
