@@ -11,6 +11,10 @@ Dataset names understood by `load_source`:
 - `"digits"`: scikit-learn's bundled handwritten digits (1,797 real 8x8
   grayscale images, 10 classes). Needs no download; the default of the
   README's main command.
+- `"glyphs"`: typeset digits over patches of scikit-learn's bundled photos,
+  rendered at 32x32 with real high-frequency content (10 classes, 10,000
+  train and 2,000 test images, deterministic, generated in memory without a
+  download); see `keras_vit.data.glyphs`.
 - `"folder:PATH"`: one sub-folder of images per class, the conventions of
   `keras.utils.image_dataset_from_directory`, either directly in `PATH` or
   in split sub-folders (`PATH/train/<class>/`, `PATH/test/<class>/`).
@@ -145,7 +149,7 @@ def load_source(
     """Returns the `ImageSource` named by `dataset` and `split`.
 
     Args:
-        dataset: `"digits"`, `"folder:PATH"`, or a TFDS name (optionally
+        dataset: `"digits"`, `"glyphs"`, `"folder:PATH"`, or a TFDS name (optionally
             `"tfds:NAME"`). See the module docstring.
         split: A split name with an optional slice, e.g. `"train[:90%]"`.
         data_dir: TFDS data directory. Defaults to TFDS's own default
@@ -170,6 +174,10 @@ def load_source(
         raise ValueError(f"`dataset` must be a non-empty string. Received: {dataset!r}")
     if dataset == "digits":
         return digits(split)
+    if dataset == "glyphs":
+        from keras_vit.data.glyphs import glyphs
+
+        return glyphs(split)
     if dataset.startswith("folder:"):
         return image_folder(dataset[len("folder:") :], split, split_seed=split_seed)
     name = dataset[len("tfds:") :] if dataset.startswith("tfds:") else dataset
