@@ -103,7 +103,7 @@ def test_position_embedding_resampled_keeps_class_row():
 # --- attention and the Transformer block -------------------------------------
 
 
-def _reference_block_params(dim=8, heads=2, mlp=16, seed=0):
+def _reference_block_params(dim=8, heads=2, mlp=16, seed=0, qkv_bias=True):
     params = reference.make_vit_checkpoint(
         hidden_dim=dim,
         depth=1,
@@ -112,6 +112,7 @@ def _reference_block_params(dim=8, heads=2, mlp=16, seed=0):
         patch_size=4,
         image_size=(8, 8),
         seed=seed,
+        qkv_bias=qkv_bias,
     )
     return params
 
@@ -191,15 +192,7 @@ def test_attention_scores_path_equals_fused_path_and_reference():
 
 @pytest.mark.parametrize("training", [False, True])
 def test_block_without_qkv_bias_matches_reference(training):
-    params = reference.make_vit_checkpoint(
-        hidden_dim=8,
-        depth=1,
-        mlp_dim=16,
-        num_heads=2,
-        patch_size=4,
-        image_size=(8, 8),
-        qkv_bias=False,
-    )
+    params = _reference_block_params(qkv_bias=False)
     assert not [k for k in params if k.endswith(("query/bias", "value/bias"))]
     block = layers.TransformerBlock(num_heads=2, mlp_dim=16, qkv_bias=False)
     x = _random((2, 5, 8))
