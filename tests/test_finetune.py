@@ -399,6 +399,76 @@ def test_lora_on_a_quantized_model_trains_and_saves_merged(tmp_path):
     assert error < 0.03, error
 
 
+# -- attention without query/key/value biases ---------------------------------------
+
+
+def _attention_model(seed=0):
+    keras.utils.set_random_seed(seed)
+    inputs = keras.Input((5, 8))
+    outputs = MultiHeadSelfAttention(2, qkv_bias=False, name="attention")(inputs)
+    model = keras.Model(inputs, outputs)
+    randomize(model, seed=seed)
+    return model
+
+
+TOKENS = np.random.default_rng(5).normal(size=(3, 5, 8)).astype("float32")
+
+
+def test_lora_and_merge_without_qkv_bias(tmp_path):
+    model = _attention_model()
+    layer = model.get_layer("attention")
+    layer.enable_lora(2, 4.0)
+    assert [w.name for w in layer.trainable_weights] == [
+        "out_bias",
+        "qkv_lora_kernel_a",
+        "qkv_lora_kernel_b",
+        "out_lora_kernel_a",
+        "out_lora_kernel_b",
+    ]
+    before = _predict(model, TOKENS)
+    _perturb_adapters(model)
+    adapted = _predict(model, TOKENS)
+    assert np.abs(adapted - before).max() > 1e-2
+    plain = finetune.merge_lora(model)
+    assert [w.name for w in plain.weights] == ["qkv_kernel", "out_kernel", "out_bias"]
+    np.testing.assert_allclose(_predict(plain, TOKENS), adapted, atol=1e-5, rtol=0)
+    model.save(tmp_path / "adapted.keras")
+    loaded = keras.saving.load_model(tmp_path / "adapted.keras")
+    assert loaded.get_layer("attention").qkv_bias is None
+    np.testing.assert_allclose(_predict(loaded, TOKENS), adapted, atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize(("mode", "tolerance"), [("int8", 0.03), ("int4", 0.35)])
+def test_quantize_without_qkv_bias_saves_and_takes_lora(tmp_path, mode, tolerance):
+    model = _attention_model()
+    reference = _predict(model, TOKENS)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # The input layer has no quantize.
+        model.quantize(mode)
+    layer = model.get_layer("attention")
+    assert layer.quantization_mode == mode and layer.qkv_bias is None
+    assert sorted(w.name for w in layer.weights) == [
+        "out_bias",
+        "out_kernel",
+        "out_kernel_scale",
+        "qkv_kernel",
+        "qkv_kernel_scale",
+    ]
+    out = _predict(model, TOKENS)
+    error = np.abs(out - reference).max() / np.abs(reference).max()
+    assert 0 < error < tolerance, error
+    model.save(tmp_path / "quantized.keras")
+    loaded = keras.saving.load_model(tmp_path / "quantized.keras")
+    np.testing.assert_array_equal(_predict(loaded, TOKENS), out)
+    layer.enable_lora(2, 4.0, targets=("query", "out"))
+    _perturb_adapters(model)
+    adapted = _predict(model, TOKENS)
+    model.save(tmp_path / "qlora.keras")
+    merged = _predict(keras.saving.load_model(tmp_path / "qlora.keras"), TOKENS)
+    error = np.abs(merged - adapted).max() / np.abs(adapted).max()
+    assert error < tolerance, error
+
+
 # -- layer-wise learning-rate decay ----------------------------------------------
 
 

@@ -25,6 +25,7 @@ import keras
 import numpy as np
 
 from keras_vit import atomic
+from keras_vit import keras_internals
 from keras_vit.layers.attention import QKV
 from keras_vit.layers.attention import MultiHeadSelfAttention
 from keras_vit.layers.utils import subset_of
@@ -323,13 +324,13 @@ def merge_lora(model: keras.Model) -> keras.Model:
     with `keras_vit.export.export` like any other model.
     """
     merged = {}
-    for layer in model._flatten_layers():
+    for layer in keras_internals.flatten_layers(model):
         if isinstance(layer, MultiHeadSelfAttention) and layer.lora_enabled:
             qkv, out = layer.merged_kernels()
             merged[layer.qkv_kernel.path] = qkv
             merged[layer.out_kernel.path] = out
         elif isinstance(layer, keras.layers.Dense) and layer.lora_enabled:
-            merged[layer._kernel.path] = layer.kernel
+            merged[keras_internals.dense_kernel_variable(layer).path] = layer.kernel
     if not merged:
         raise ValueError(f"Model {model.name!r} has no LoRA adapters to merge.")
     plain = model.__class__.from_config(_strip_lora(model.get_config()))
