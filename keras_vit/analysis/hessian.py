@@ -5,8 +5,8 @@ the top eigenvalues of the training loss's Hessian, estimated mini-batch by
 mini-batch. Multi-head self-attention flattens the landscape (eigenvalues
 near 0), and negative eigenvalues betray non-convexity.
 
-**The authors' protocol.** Their script is unreleased; issue #12 of
-xxxnell/how-do-vits-work describes it: PyHessian's power iteration, the
+**The authors' protocol.** Their script is unreleased; the author describes
+it in xxxnell/how-do-vits-work#12: PyHessian's power iteration, the
 top-k (e.g. 5) eigenvalues of **every mini-batch of the training set**, each
 batch passed through the training's **augmentation** (timm's MixUp/CutMix
 with label smoothing, `losslandscape.ipynb` at 9571ff1, line 134) and the
@@ -22,11 +22,14 @@ a relative change of 1e-3. `hessian_spectrum` follows it:
   augmentation, applied **once per batch** (the Hessian of one batch is of
   one fixed augmented batch, as PyHessian's single-batch mode);
 - the L2 term is `weight_decay * sum_k ||W_k||_2` over every trainable
-  variable, the **unsquared** norm of `ops/norm.py` (lines 14-21), the L2
-  that `losslandscape.ipynb` (line 286) adds to the NLL. `l2="squared"`
-  uses `weight_decay / 2 * sum_k ||W_k||²` instead, whose gradient is the
-  coupled weight decay `weight_decay * W` (what a `weight_decay` argument of
-  PyHessian adds to the gradient);
+  variable (PyTorch's `model.parameters()`), the **unsquared** norm of
+  `ops/norm.py` (lines 14-21), the L2 that `losslandscape.ipynb` (line 286)
+  adds to the NLL. Its Hessian, `weight_decay (I - w w^T) / ||W||`, is
+  large for a tensor of small norm (`l2_max_curvature` reports the
+  largest). `l2="squared"` uses `weight_decay / 2 * sum_k ||W_k||²`
+  instead, whose gradient is the coupled weight decay `weight_decay * W`
+  (what the open PyHessian pull request #24, "add support for
+  weight_decay", adds to the gradient);
 - every batch of `batches` (all of them by default), `top_k=5`;
 - the loss of each batch (data term and L2 term) is reported beside its
   eigenvalues, so that models can be compared at matched training loss.

@@ -8,8 +8,8 @@ other way round (MSAs are low-pass filters). Two protocols are available
 
 **`"authors"` (default).** The authors' noise, from `Random` and
 `FreqAttack` in `ops/adversarial.py` (xxxnell/how-do-vits-work at 9571ff1,
-lines 99-175) and the pseudo-code of that repository's issue #44 (their
-Fig. 2b script is unreleased): sign noise `±epsilon`, drawn independently
+lines 99-175) and the author's pseudo-code in xxxnell/how-do-vits-work#44
+(their Fig. 2b script is unreleased): sign noise `±epsilon`, drawn independently
 for every pixel and channel, is Fourier-transformed over the spatial axes
 and multiplied by a **square (L∞) annulus** around the frequency `f`
 (radians per pixel, `0` to `π`) of half-width `width` (0.2 rad); the same
@@ -25,7 +25,9 @@ The square is one index longer on the negative side; taking the real part
 of the inverse FFT averages the mask with its mirror image, so the
 effective filter is `(M(k) + M(-k)) / 2`: 1 inside, 1/2 on the unpaired
 edge. The authors' code needs a square image of even size; the same index
-rule is applied here to each axis of any size.
+rule is applied here to each axis of any size. On a small image the
+lowest annulus can be empty (at 16 px, `trunc(0.2 * 16 / 2π) = 0`: no
+noise at `f = 0`, and a reported RMS of 0).
 
 **`"equal_energy"`** (the previous protocol). Gaussian white noise is
 filtered to a band `[low, high)` of **radial** frequency in units of π
@@ -47,7 +49,7 @@ import numpy as np
 from keras_vit.analysis._walk import batch_slices
 
 PROTOCOLS = ("authors", "equal_energy")
-AUTHORS_EPSILON = 0.7  # issue #44's pseudo-code
+AUTHORS_EPSILON = 0.7  # the pseudo-code of how-do-vits-work#44
 AUTHORS_WIDTH = 0.2  # `FreqAttack`'s `s`, radians
 
 
@@ -124,7 +126,7 @@ def sign_band_noise(
         shape: `(batch, height, width, channels)`.
         frequency: Centre `f` of the annulus, radians per pixel (0 to π).
         epsilon: Amplitude of the sign noise before filtering, in the
-            model's input units. Defaults to 0.7 (issue #44's pseudo-code,
+            model's input units. Defaults to 0.7 (how-do-vits-work#44's pseudo-code,
             whose inputs are ImageNet-normalised: 0.7 there is about 0.16 of
             the `[0, 1]` pixel range, or 0.31 in `[-1, 1]` units).
         half_width: `s`, in radians. Defaults to 0.2.
