@@ -471,21 +471,27 @@ def test_band_limited_noise_stays_in_its_band():
         analysis.band_limited_noise((1, 4, 4, 1), band=(0.05, 0.1), norm=1.0)
 
 
-def test_noise_robustness_of_a_low_pass_classifier():
-    # Classifies the sign of the image mean: only frequency 0 can change it.
+def mean_sign_problem(size: int, count: int, offset: float):
+    """A classifier of the sign of the image mean (only frequency 0 can change
+    it), and `count` zero-mean textures shifted by `±offset`, with labels."""
     model = keras.Sequential(
         [
-            keras.Input((16, 16, 1)),
+            keras.Input((size, size, 1)),
             keras.layers.GlobalAveragePooling2D(),
             keras.layers.Dense(2),
         ]
     )
     model.layers[-1].set_weights([np.array([[-1.0, 1.0]]), np.zeros(2)])
     rng = np.random.default_rng(0)
-    labels = rng.integers(0, 2, 64)
-    texture = rng.normal(0, 0.3, (64, 16, 16, 1))
+    labels = rng.integers(0, 2, count)
+    texture = rng.normal(0, 0.3, (count, size, size, 1))
     texture -= texture.mean(axis=(1, 2, 3), keepdims=True)  # zero-mean texture
-    images = np.where(labels, 0.05, -0.05)[:, None, None, None] + texture  # mean +-0.05
+    images = np.where(labels, offset, -offset)[:, None, None, None] + texture
+    return model, images, labels
+
+
+def test_noise_robustness_of_a_low_pass_classifier():
+    model, images, labels = mean_sign_problem(size=16, count=64, offset=0.05)
     # RMS 0.5: a DC shift of +-0.5 flips about half the signs.
     result = analysis.noise_robustness(
         model, images, labels, bands=[(0.0, 0.1), (0.5, 1.0)], norm=0.5 * 16, verbose=0
@@ -645,14 +651,19 @@ from keras_vit.analysis import depth as depth_analysis  # noqa: E402
 from keras_vit.analysis import window_distance  # noqa: E402
 
 
-@pytest.fixture(scope="module")
-def alternet():
+def randomized_alternet() -> keras.Model:
+    """A `test` AlterNet at 16 px with random weights and positive BN variances."""
     model = keras_vit.AlterNet("test", image_size=16, num_classes=3)
     helpers.randomize(model, seed=4)
     for weight in model.weights:  # BatchNorm needs positive variances
         if "moving_variance" in weight.path:
             weight.assign(np.abs(weight.numpy()) + 0.5)
     return model
+
+
+@pytest.fixture(scope="module")
+def alternet():
+    return randomized_alternet()
 
 
 def _pass_through_stem(model):

@@ -19,6 +19,8 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from test_analysis import mean_sign_problem
+from test_analysis import randomized_alternet
 
 import keras_vit
 from keras_vit import analysis
@@ -233,12 +235,7 @@ def vit():
 
 @pytest.fixture(scope="module")
 def alternet():
-    model = keras_vit.AlterNet("test", image_size=16, num_classes=3)
-    helpers.randomize(model, seed=4)
-    for weight in model.weights:  # BatchNorm needs positive variances
-        if "moving_variance" in weight.path:
-            weight.assign(np.abs(weight.numpy()) + 0.5)
-    return model
+    return randomized_alternet()
 
 
 @pytest.mark.parametrize("family", ["vit", "alternet"])
@@ -346,19 +343,7 @@ def test_sign_band_noise_is_the_authors_noise():
 
 def test_noise_robustness_reports_the_rms_of_each_band():
     # A classifier of the image mean: only frequency 0 can change it.
-    model = keras.Sequential(
-        [
-            keras.Input((32, 32, 1)),
-            keras.layers.GlobalAveragePooling2D(),
-            keras.layers.Dense(2),
-        ]
-    )
-    model.layers[-1].set_weights([np.array([[-1.0, 1.0]]), np.zeros(2)])
-    rng = np.random.default_rng(0)
-    labels = rng.integers(0, 2, 48)
-    texture = rng.normal(0, 0.3, (48, 32, 32, 1))
-    texture -= texture.mean(axis=(1, 2, 3), keepdims=True)
-    images = np.where(labels, 0.01, -0.01)[:, None, None, None] + texture
+    model, images, labels = mean_sign_problem(size=32, count=48, offset=0.01)
     frequencies = [0.0, np.pi / 2, np.pi]
     result = analysis.noise_robustness(
         model, images, labels, frequencies=frequencies, epsilon=0.7, repeats=2,

@@ -60,6 +60,16 @@ def authors_frequencies(count: int = 11) -> np.ndarray:
     return np.linspace(0.0, np.pi, int(count))
 
 
+def _check_noise_shape(shape, **amplitude) -> tuple:
+    """`shape` as `(batch, height, width, channels)`; the amplitude `>= 0`."""
+    if len(shape) != 4:
+        raise ValueError(f"`shape` must be (batch, height, width, channels): {shape}")
+    ((name, value),) = amplitude.items()
+    if not float(value) >= 0:
+        raise ValueError(f"`{name}` must be >= 0. Received: {name}={value}")
+    return tuple(shape)
+
+
 def _centred_square(size: int, radius: float) -> np.ndarray:
     """1-D indicator, in FFT order, of the authors' centred square `M(radius)`."""
     half = int(radius * size / (2 * np.pi))  # truncates toward 0, as int()
@@ -142,11 +152,7 @@ def sign_band_noise(
     noise = sign_band_noise((8, 32, 32, 3), frequency=np.pi, epsilon=0.7)
     ```
     """
-    if len(shape) != 4:
-        raise ValueError(f"`shape` must be (batch, height, width, channels): {shape}")
-    if float(epsilon) < 0:
-        raise ValueError(f"`epsilon` must be >= 0. Received: epsilon={epsilon}")
-    _, height, width, _ = shape
+    _, height, width, _ = _check_noise_shape(shape, epsilon=epsilon)
     mask = square_annulus_mask(height, width, frequency, half_width)
     rng = np.random.default_rng(seed)
     signs = float(epsilon) * np.sign(rng.standard_normal(shape))  # ±eps
@@ -209,11 +215,7 @@ def band_limited_noise(
     noise = band_limited_noise((8, 32, 32, 3), band=(0.9, 1.0), norm=5.0)
     ```
     """
-    if len(shape) != 4:
-        raise ValueError(f"`shape` must be (batch, height, width, channels): {shape}")
-    if float(norm) < 0:
-        raise ValueError(f"`norm` must be >= 0. Received: norm={norm}")
-    _, height, width, _ = shape
+    _, height, width, _ = _check_noise_shape(shape, norm=norm)
     mask = band_mask(height, width, band)
     if not mask.any():
         raise ValueError(
