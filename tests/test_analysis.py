@@ -269,12 +269,14 @@ def test_embedding_filters_of_a_model(model):
 
 
 def test_fourier_measure_extremes():
+    # The previous definition ("nyquist"): the summary is at (π, π).
     eps, (h, w) = 1e-6, (8, 6)
+    nyquist = {"frequency": "nyquist"}
     constant = np.full((2, h, w, 3), 0.7)
     checker = (-1.0) ** np.add.outer(np.arange(h), np.arange(w))
     checker = np.broadcast_to(checker[None, :, :, None], (2, h, w, 3)) * 0.7
-    low = analysis.high_frequency_log_amplitude(constant, eps)
-    high = analysis.high_frequency_log_amplitude(checker, eps)
+    low = analysis.high_frequency_log_amplitude(constant, eps, **nyquist)
+    high = analysis.high_frequency_log_amplitude(checker, eps, **nyquist)
     assert low == pytest.approx(np.log(eps) - np.log(0.7 * h * w + eps), abs=1e-6)
     assert high == pytest.approx(np.log(0.7 * h * w + eps) - np.log(eps), abs=1e-6)
     rng = np.random.default_rng(0)
@@ -285,19 +287,32 @@ def test_fourier_measure_extremes():
         rng.normal(size=(4, h, w, 3)),
         smooth + 0.1 * rng.normal(size=(2, h, w, 3)),
     ):
+        assert low < analysis.high_frequency_log_amplitude(other, eps, **nyquist) < high
+        # The authors' definition ends at the highest positive frequency,
+        # index ((h - 1) // 2, (w - 1) // 2) = (3, 2): the same bounds hold.
         assert low < analysis.high_frequency_log_amplitude(other, eps) < high
-    white = analysis.high_frequency_log_amplitude(rng.normal(size=(64, h, w, 16)))
+    noise = rng.normal(size=(64, h, w, 16))
+    white = analysis.high_frequency_log_amplitude(noise, **nyquist)
     assert abs(white) < 0.1  # white noise has a flat spectrum
-    profile = analysis.relative_log_amplitude(checker)
+    # ... but the authors' last bin is complex, 0 and π are real: + log(2) / 2.
+    white = analysis.high_frequency_log_amplitude(noise)
+    assert white == pytest.approx(np.log(2) / 2, abs=0.1)
+    profile = analysis.relative_log_amplitude(checker, **nyquist)
     assert (
         profile.shape == (4,) and profile[0] == 0 and profile[-1] == pytest.approx(high)
     )
+    assert analysis.relative_log_amplitude(checker).shape == (3,)  # 0 .. (3, 2)
 
 
 def test_fourier_of_a_model(model, images, expected):
     result = analysis.feature_map_frequencies(model, images, batch_size=2)
     assert result["labels"] == ["embedding", "msa_0", "mlp_0", "msa_1", "mlp_1"]
-    assert result["profiles"].shape == (5, 3)  # 0, π/2, π on a (4, 6) grid
+    # The authors' diagonal on a (4, 6) grid: (0, 0) to (1, 2), i.e. 0 to
+    # (π/2, 2π/3); the previous one, (0, 0), (1, 2), (2, 3): up to (π, π).
+    assert result["profiles"].shape == (5, 2)
+    assert result["frequencies"].tolist() == [[0, 0], [0.5, 2 / 3]]
+    nyquist = analysis.feature_map_frequencies(model, images, frequency="nyquist")
+    assert nyquist["profiles"].shape == (5, 3)
 
     def measure(tokens):
         return analysis.high_frequency_log_amplitude(
@@ -456,21 +471,27 @@ def test_band_limited_noise_stays_in_its_band():
         analysis.band_limited_noise((1, 4, 4, 1), band=(0.05, 0.1), norm=1.0)
 
 
-def test_noise_robustness_of_a_low_pass_classifier():
-    # Classifies the sign of the image mean: only frequency 0 can change it.
+def mean_sign_problem(size: int, count: int, offset: float):
+    """A classifier of the sign of the image mean (only frequency 0 can change
+    it), and `count` zero-mean textures shifted by `±offset`, with labels."""
     model = keras.Sequential(
         [
-            keras.Input((16, 16, 1)),
+            keras.Input((size, size, 1)),
             keras.layers.GlobalAveragePooling2D(),
             keras.layers.Dense(2),
         ]
     )
     model.layers[-1].set_weights([np.array([[-1.0, 1.0]]), np.zeros(2)])
     rng = np.random.default_rng(0)
-    labels = rng.integers(0, 2, 64)
-    texture = rng.normal(0, 0.3, (64, 16, 16, 1))
+    labels = rng.integers(0, 2, count)
+    texture = rng.normal(0, 0.3, (count, size, size, 1))
     texture -= texture.mean(axis=(1, 2, 3), keepdims=True)  # zero-mean texture
-    images = np.where(labels, 0.05, -0.05)[:, None, None, None] + texture  # mean +-0.05
+    images = np.where(labels, offset, -offset)[:, None, None, None] + texture
+    return model, images, labels
+
+
+def test_noise_robustness_of_a_low_pass_classifier():
+    model, images, labels = mean_sign_problem(size=16, count=64, offset=0.05)
     # RMS 0.5: a DC shift of +-0.5 flips about half the signs.
     result = analysis.noise_robustness(
         model, images, labels, bands=[(0.0, 0.1), (0.5, 1.0)], norm=0.5 * 16, verbose=0
@@ -630,14 +651,19 @@ from keras_vit.analysis import depth as depth_analysis  # noqa: E402
 from keras_vit.analysis import window_distance  # noqa: E402
 
 
-@pytest.fixture(scope="module")
-def alternet():
+def randomized_alternet() -> keras.Model:
+    """A `test` AlterNet at 16 px with random weights and positive BN variances."""
     model = keras_vit.AlterNet("test", image_size=16, num_classes=3)
     helpers.randomize(model, seed=4)
     for weight in model.weights:  # BatchNorm needs positive variances
         if "moving_variance" in weight.path:
             weight.assign(np.abs(weight.numpy()) + 0.5)
     return model
+
+
+@pytest.fixture(scope="module")
+def alternet():
+    return randomized_alternet()
 
 
 def _pass_through_stem(model):
@@ -659,9 +685,17 @@ def test_fourier_extremes_on_a_cnn_stem(family):
     low = depth_analysis.depth_statistics(model, constant, epsilon=eps)
     assert high["labels"][0] == low["labels"][0] == "stem"
     # A checkerboard is all (π, π); a constant map has nothing but frequency 0.
-    assert high["delta"][0] == pytest.approx(np.log(256 + eps) - np.log(eps), 1e-5)
-    assert low["delta"][0] == pytest.approx(np.log(eps) - np.log(128 + eps), 1e-5)
-    assert high["variance"][0] == pytest.approx(1.0) and low["variance"][0] == 0
+    at_pi = high["deltas"]["nyquist"][0]
+    assert at_pi == pytest.approx(np.log(256 + eps) - np.log(eps), 1e-5)
+    # The authors' summary bin (7, 7) holds nothing of it either: log(eps) - log(eps).
+    assert high["delta"][0] == pytest.approx(0.0, abs=1e-9)
+    for definition in ("authors", "nyquist"):
+        want = np.log(eps) - np.log(128 + eps)
+        assert low["deltas"][definition][0] == pytest.approx(want, 1e-5)
+    # Values ±1: variance 1 over all values, 256/255 unbiased over positions.
+    assert high["variances"]["all_values"][0] == pytest.approx(1.0)
+    assert high["variance"][0] == pytest.approx(256 / 255)
+    assert low["variance"][0] == 0 and low["variances"]["all_values"][0] == 0
     assert high["sizes"].tolist()[0] == [16, 16]
 
 
@@ -671,15 +705,21 @@ def test_depth_statistics_of_a_cnn_match_its_feature_extractor(alternet):
     assert stats["labels"] == ["stem", "stage1_block1", "stage2_block1", "stage2_msa2"]
     assert stats["kinds"] == ["input", "conv", "conv", "msa"]
     assert stats["sizes"].tolist() == [[16, 16], [16, 16], [8, 8], [8, 8]]
-    assert [len(p) for p in stats["profiles"]] == [9, 9, 5, 5]
+    assert [len(p) for p in stats["profiles"]] == [8, 8, 4, 4]  # authors': 0..(n/2-1)
     blocks = keras_vit.feature_extractor(alternet, include_pooled=False)(images)
     stem = keras.Model(alternet.input, alternet.get_layer("stem_conv").output)(images)
     maps = [stem] + [blocks[f"block_{i}"] for i in range(3)]
     want = [analysis.high_frequency_log_amplitude(m) for m in maps]
     np.testing.assert_allclose(stats["delta"], want, atol=1e-4)
+    # Per channel over positions (unbiased), then over channels and images.
+    spatial = [np.asarray(m).var(axis=(1, 2), ddof=1).mean() for m in maps]
+    np.testing.assert_allclose(stats["variance"], spatial, rtol=1e-4)
     variances = [np.asarray(m).reshape(5, -1).var(axis=1).mean() for m in maps]
-    np.testing.assert_allclose(stats["variance"], variances, rtol=1e-4)
-    assert depth_analysis.map_variance(maps[-1]) == pytest.approx(variances[-1], 1e-4)
+    np.testing.assert_allclose(stats["variances"]["all_values"], variances, rtol=1e-4)
+    assert depth_analysis.map_variance(maps[-1]) == pytest.approx(spatial[-1], 1e-4)
+    assert depth_analysis.map_variance(
+        maps[-1], definition="all_values"
+    ) == pytest.approx(variances[-1], 1e-4)
 
 
 def test_depth_statistics_of_a_vit_match_the_vit_fourier_path(model, images):

@@ -14,13 +14,22 @@ extra). `python -m recipes.analyze` writes all figures at once.
 - `embedding_filters`, `components_as_rgb`: Fig. 7 left.
 - `feature_map_frequencies`, `high_frequency_log_amplitude`: Fourier
   analysis of feature maps (Park & Kim).
-- `hessian_eigenvalues`: top Hessian eigenvalues (Park & Kim; uses
-  TensorFlow).
-- `noise_robustness`, `band_limited_noise`: accuracy under frequency-band
-  noise (Park & Kim).
+- `hessian_spectrum`, `hessian_eigenvalues`: top Hessian eigenvalues per
+  batch, with the authors' protocol (training loss on augmented batches,
+  L2 term) and the loss beside them (Park & Kim; uses TensorFlow).
+- `noise_robustness`, `sign_band_noise`, `band_limited_noise`: accuracy
+  under frequency-band noise (Park & Kim, Fig. 2b).
+- `loss_landscape`, `filter_normalized_directions`, `write_landscape_csv`,
+  `read_landscape_csv`: the loss on a 2-D grid of filter-normalised
+  directions, as the authors' CSV (Park & Kim, Fig. 1a).
 - `depth_statistics`, `map_variance`: Fourier `Δ log amplitude` and
   variance of every feature map by depth, for a ViT, a PreActResNet or an
   AlterNet alike (`FeatureMaps`, `model_family`).
+
+Park & Kim's analyses default to the authors' definitions (their code,
+xxxnell/how-do-vits-work); the previous definitions stay available by name:
+`frequency="nyquist"`, `definition="all_values"` / `variance="all_values"`,
+`protocol="equal_energy"` (see docs/analysis.md).
 - `attention_distance_by_depth`, `alternet_attention_distances`,
   `window_attention_distance`: mean attention distance of a ViT's blocks or
   an AlterNet's windowed MSA blocks, in input pixels.
@@ -51,14 +60,23 @@ from keras_vit.analysis.distance import patch_distances
 from keras_vit.analysis.filters import PrincipalComponents
 from keras_vit.analysis.filters import components_as_rgb
 from keras_vit.analysis.filters import embedding_filters
+from keras_vit.analysis.fourier import diagonal_frequencies
 from keras_vit.analysis.fourier import feature_map_frequencies
 from keras_vit.analysis.fourier import high_frequency_log_amplitude
 from keras_vit.analysis.fourier import log_amplitude_spectrum
 from keras_vit.analysis.fourier import relative_log_amplitude
 from keras_vit.analysis.hessian import hessian_eigenvalues
+from keras_vit.analysis.hessian import hessian_spectrum
+from keras_vit.analysis.hessian import l2_term
+from keras_vit.analysis.landscape import filter_normalized_directions
+from keras_vit.analysis.landscape import loss_landscape
+from keras_vit.analysis.landscape import read_landscape_csv
+from keras_vit.analysis.landscape import write_landscape_csv
 from keras_vit.analysis.noise import band_limited_noise
 from keras_vit.analysis.noise import frequency_bands
 from keras_vit.analysis.noise import noise_robustness
+from keras_vit.analysis.noise import sign_band_noise
+from keras_vit.analysis.noise import square_annulus_mask
 from keras_vit.analysis.position_similarity import position_embedding_similarity
 from keras_vit.analysis.position_similarity import similarity_grid
 from keras_vit.analysis.rollout import attention_rollout
@@ -82,13 +100,18 @@ __all__ = [
     "band_limited_noise",
     "components_as_rgb",
     "depth_statistics",
+    "diagonal_frequencies",
     "embedding_filters",
     "feature_map_frequencies",
+    "filter_normalized_directions",
     "frequency_bands",
     "hessian_eigenvalues",
+    "hessian_spectrum",
     "high_frequency_log_amplitude",
     "iter_attention_weights",
+    "l2_term",
     "log_amplitude_spectrum",
+    "loss_landscape",
     "map_variance",
     "mean_attention_distance",
     "model_family",
@@ -97,9 +120,13 @@ __all__ = [
     "overlay",
     "patch_distances",
     "position_embedding_similarity",
+    "read_landscape_csv",
     "relative_log_amplitude",
+    "sign_band_noise",
     "similarity_grid",
+    "square_annulus_mask",
     "to_image_space",
     "token_layout",
     "window_attention_distance",
+    "write_landscape_csv",
 ]

@@ -87,13 +87,20 @@ def _new_figure(width: float, height: float, caption: str, axis_labels: bool = T
 def save_figure(result: CaptionedFigure, path: str, dpi: int = 100) -> str:
     """Writes a `CaptionedFigure` as a PNG with its caption as metadata.
 
+    The file is written whole or not at all (a temporary file renamed over
+    `path`): a failure leaves an earlier file as it was.
+
     Returns:
         `path`.
     """
-    result.figure.savefig(
-        path, dpi=dpi, format="png", metadata={"Description": result.caption}
-    )
-    return str(path)
+    from keras_vit.training import atomic
+
+    def write(partial):
+        result.figure.savefig(
+            partial, dpi=dpi, format="png", metadata={"Description": result.caption}
+        )
+
+    return atomic.atomic_write(str(path), write)
 
 
 def figure_to_array(result: CaptionedFigure, dpi: int = 100) -> np.ndarray:
@@ -281,25 +288,36 @@ def plot_embedding_filters(
 def plot_fourier(result: dict) -> CaptionedFigure:
     """Relative log amplitude of the feature maps' Fourier transforms.
 
-    Left: the amplitude from frequency 0 to π at each depth. Right: the value
-    at π against depth, after each attention (MSA) and MLP residual.
+    Left: the amplitude along the spectrum's diagonal at each depth. Right:
+    its last entry (`Δ log amplitude`) against depth, after each attention
+    (MSA) and MLP residual.
 
     Args:
         result: From `feature_map_frequencies`.
     """
     labels, delta = list(result["labels"]), np.asarray(result["delta"])
     profiles = np.asarray(result["profiles"])
+    if "frequencies" in result:  # the vertical axis's frequency, × π
+        frequencies = np.asarray(result["frequencies"])[:, 0]
+    else:
+        frequencies = np.linspace(0, 1, profiles.shape[1])
+    last = f"{frequencies[-1]:.3g}π"
+    definition = (
+        "the highest positive frequency, as Park & Kim's notebook"
+        if result.get("frequency", "authors") == "authors"
+        else "the Nyquist frequency"
+    )
     caption = (
-        "Fourier analysis of feature maps (Park & Kim 2022, Fig. 2): log "
+        "Fourier analysis of feature maps (Park & Kim 2022, Fig. 2a and 8): log "
         "amplitude of the 2-D FFT of each depth's patch-token map, relative to "
-        "frequency 0, averaged over channels and images. Left: 0 to π, dark = "
-        "shallow. Right: the value at π; Park & Kim find attention (MSA) "
-        "lowers it (low-pass) and MLPs raise it."
+        "frequency 0, averaged over channels and images, along the spectrum's "
+        f"diagonal. Left: 0 to {last}, dark = shallow. Right: the value at "
+        f"{last} ({definition}); Park & Kim find attention (MSA) lowers it "
+        "(low-pass) and MLPs raise it."
     )
     figure = _new_figure(7.5, 3.0, caption)
     left, right = figure.subplots(1, 2)
     figure.subplots_adjust(wspace=0.35)
-    frequencies = np.linspace(0, 1, profiles.shape[1])
     colours = _colormap("plasma")(np.linspace(0, 0.9, len(profiles)))
     for profile, colour in zip(profiles, colours, strict=True):
         left.plot(frequencies, profile, color=colour, lw=1.2)
@@ -321,7 +339,7 @@ def plot_fourier(result: dict) -> CaptionedFigure:
     )
     right.set_xticks(depth)
     right.set_xticklabels(labels, rotation=90, fontsize=6)
-    right.set_ylabel("Δ log amplitude at π")
+    right.set_ylabel(f"Δ log amplitude at {last}")
     right.legend(fontsize=7)
     return CaptionedFigure(figure, caption)
 
@@ -331,17 +349,28 @@ def plot_hessian_spectrum(eigenvalues) -> CaptionedFigure:
 
     Args:
         eigenvalues: `(batches, top_k)` (or `(top_k,)`) from
-            `hessian_eigenvalues`.
+            `hessian_eigenvalues`, or the dict of `hessian_spectrum` (its
+            mean loss and L2 setting then join the caption).
     """
+    spectrum = eigenvalues if isinstance(eigenvalues, dict) else None
+    if spectrum is not None:
+        eigenvalues = spectrum["eigenvalues"]
     eigenvalues = np.atleast_2d(np.asarray(eigenvalues, dtype="float64"))
     batches, top_k = eigenvalues.shape
     negative = int((eigenvalues < 0).sum())
+    loss = ""
+    if spectrum is not None:
+        loss = (
+            f" Mean loss on those batches {spectrum['mean_loss']:.4g}, with an "
+            f"L2 term ({spectrum['l2_form']}) of weight decay "
+            f"{spectrum['weight_decay']:.3g}."
+        )
     caption = (
         "Hessian max-eigenvalue spectrum (Park & Kim 2022, Fig. 1c): the top "
         f"{top_k} eigenvalues (largest magnitude, power iteration on Hessian-"
         f"vector products) of the training loss on each of {batches} batches. "
         f"Largest: {eigenvalues[:, 0].max():.3g}; {negative} negative "
-        "(non-convexity). Near-zero values mean a flat loss landscape."
+        f"(non-convexity). Near-zero values mean a flat loss landscape.{loss}"
     )
     figure = _new_figure(4.6, 3.0, caption)
     ax = figure.subplots()
@@ -355,27 +384,96 @@ def plot_hessian_spectrum(eigenvalues) -> CaptionedFigure:
 
 
 def plot_noise_robustness(result: dict) -> CaptionedFigure:
-    """Accuracy drop against the frequency band of added noise.
+    """Accuracy drop against the frequency of added noise (Fig. 2b).
 
     Args:
-        result: From `noise_robustness`.
+        result: From `noise_robustness`, either protocol. With the authors'
+            protocol the noise RMS of each band is drawn too (right axis).
     """
-    bands = np.asarray(result["bands"])
     drop = np.asarray(result["accuracy_drop"]) * 100
-    centres = bands.mean(axis=1)
-    caption = (
-        "Robustness to frequency-band noise (Park & Kim 2022, Fig. 3): drop in "
-        f"accuracy (clean: {result['clean_accuracy']:.1%}) when Gaussian noise "
-        f"of L2 norm {result['norm']:.3g} per image, restricted to a band of "
-        "radial frequencies, is added. Park & Kim find ViTs hurt more by "
-        "low-frequency noise."
-    )
+    authors = result.get("protocol") == "authors"
+    clean = f"clean: {result['clean_accuracy']:.1%}"
+    if authors:
+        centres = np.asarray(result["frequencies"]) / np.pi
+        rms = np.asarray(result["noise_rms"])
+        caption = (
+            "Robustness to frequency-band noise (Park & Kim 2022, Fig. 2b): drop "
+            f"in accuracy ({clean}) when sign noise ±{result['epsilon']:.3g} "
+            f"filtered to a square annulus of half-width {result['width']:.3g} "
+            "rad around each frequency, not renormalised (the authors' "
+            f"protocol), is added; its RMS (right axis, line) grows from "
+            f"{rms[0]:.3g} to {rms[-1]:.3g}. Park & Kim find ViTs hurt more by "
+            "low-frequency noise, ResNets by high-frequency noise."
+        )
+    else:
+        bands = np.asarray(result["bands"])
+        centres = bands.mean(axis=1)
+        caption = (
+            "Robustness to frequency-band noise (Park & Kim 2022, Fig. 2b, "
+            f"equal-energy variant): drop in accuracy ({clean}) when Gaussian "
+            f"noise of L2 norm {result['norm']:.3g} per image, restricted to a "
+            "band of radial frequencies, is added. Park & Kim find ViTs hurt "
+            "more by low-frequency noise."
+        )
     figure = _new_figure(4.6, 3.0, caption)
     ax = figure.subplots()
-    ax.bar(centres, drop, width=(bands[:, 1] - bands[:, 0]) * 0.9, color="C3")
+    if authors:
+        ax.plot(centres, drop, marker="o", ms=3, color="C3")
+        twin = ax.twinx()
+        twin.plot(centres, rms, color="0.5", lw=0.8, ls="--")
+        twin.set_ylabel("noise RMS", fontsize=7)
+    else:
+        widths = (bands[:, 1] - bands[:, 0]) * 0.9
+        ax.bar(centres, drop, width=widths, color="C3")
     ax.axhline(0, color="k", lw=0.8)
     ax.set_xlabel("noise frequency (× π)")
     ax.set_ylabel("accuracy drop (percentage points)")
+    return CaptionedFigure(figure, caption)
+
+
+def plot_loss_landscape(result: dict) -> CaptionedFigure:
+    """The loss landscape as a surface and as contours (Park & Kim, Fig. 1a).
+
+    Args:
+        result: From `keras_vit.analysis.loss_landscape`.
+    """
+    xs, ys = np.asarray(result["x"]), np.asarray(result["y"])
+    loss = np.asarray(result["loss"], dtype="float64")
+    finite = np.isfinite(loss)
+    if not finite.any():
+        raise ValueError("The landscape holds no finite loss.")
+    relative = loss - loss[finite].min()
+    centre = np.unravel_index(
+        np.argmin(np.abs(xs) + np.abs(ys)), xs.shape
+    )  # the trained weights, (0, 0) on a grid through it
+    decay = result.get("weight_decay", 0.0)
+    term = f"NLL + {decay:.3g} · L2" if decay else "NLL"
+    caption = (
+        "Loss landscape (Park & Kim 2022, Fig. 1a; Li et al. 2018): the "
+        f"training loss ({term}, L2 = sum of the weights' norms) on the "
+        "augmented training set, with the weights moved along two random "
+        "filter-normalised directions; relative to its minimum "
+        f"({loss[finite].min():.4g}). At the trained weights: loss "
+        f"{loss[centre]:.4g}, accuracy {result['accuracy'][centre]:.1%}. A "
+        "flatter bowl is a flatter landscape."
+    )
+    figure = _new_figure(7.5, 3.4, caption)
+    surface = figure.add_subplot(1, 2, 1, projection="3d")
+    colours = _colormap("plasma")(
+        (relative - np.nanmin(relative)) / max(np.nanmax(relative), 1e-12)
+    )
+    surface.plot_surface(xs, ys, relative, facecolors=colours, shade=False)
+    surface.view_init(elev=15, azim=15)
+    surface.set_xlabel("x", fontsize=7)
+    surface.set_ylabel("y", fontsize=7)
+    surface.tick_params(labelsize=6)
+    contour = figure.add_subplot(1, 2, 2)
+    filled = contour.contourf(xs, ys, relative, levels=20, cmap="plasma")
+    contour.plot([xs[centre]], [ys[centre]], "w+", ms=8)
+    figure.colorbar(filled, ax=contour, label="loss − minimum")
+    contour.set_xlabel("x (direction 1)")
+    contour.set_ylabel("y (direction 2)")
+    contour.set_aspect("equal")
     return CaptionedFigure(figure, caption)
 
 
