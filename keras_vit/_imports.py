@@ -43,6 +43,8 @@ MOVED = {
     "keras_vit.models.cnn_variants": "keras_vit.models.cnn.variants",
     "keras_vit.models.alternet": "keras_vit.models.cnn.alternet",
     "keras_vit.models.preact_resnet": "keras_vit.models.cnn.preact_resnet",
+    "keras_vit.weights.npz": "keras_vit.weights.formats.npz",
+    "keras_vit.weights.safetensors": "keras_vit.weights.formats.safetensors",
 }
 
 # The modules whose classes a saved `.keras` file can name (the layers, the

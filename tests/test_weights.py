@@ -577,3 +577,67 @@ def test_convert_round_trip(tmp_path, capsys):
     np.testing.assert_allclose(
         table, zoomed(params, (4, 4), (6, 6))[POSEMB], rtol=1e-6, atol=1e-6
     )
+
+
+# -- The rule engine and the old module paths ----------------------------------
+
+
+def test_the_rule_engine_follows_the_keys_and_names_what_it_cannot_convert():
+    from keras_vit.weights import keys
+    from keras_vit.weights.dialects import rules
+    from keras_vit.weights.dialects.convert import split
+
+    dialect = rules.Dialect(
+        "toy",
+        rules=(
+            rules.Rule(r"b(?P<i>\d+)\.qkv", keys.projections(keys.ATTENTION, keys.QKV, "bias"), split(3)),  # noqa: E501
+            rules.Rule(r"b(?P<i>\d+)\.ls", keys.LAYER_SCALE_1),
+            rules.Rule(r"mask", None),
+        ),
+        shift={"i": -1},  # blocks counted from 1
+    )  # fmt: skip
+    params, left = rules.translate(
+        {
+            "b1.qkv": np.arange(6.0),
+            "b2.qkv": np.arange(5.0),  # not a multiple of 3: kept, named
+            "b2.ls": np.ones(2),
+            "mask": np.zeros(2),  # left out on purpose
+            "other": np.zeros(1),
+        },
+        dialect,
+    )
+    attention = "Transformer/encoderblock_0/MultiHeadDotProductAttention_1"
+    assert list(params) == [
+        f"{attention}/query/bias",
+        f"{attention}/key/bias",
+        f"{attention}/value/bias",
+        "b2.qkv",
+        "Transformer/encoderblock_1/LayerScale_0/scale",
+        "other",
+    ]
+    assert left == ["b2.qkv", "other"]
+    np.testing.assert_array_equal(params[f"{attention}/value/bias"], [4.0, 5.0])
+
+
+def test_old_weights_module_paths_and_names_still_work_with_a_warning(tiny):
+    import importlib
+    import sys
+
+    from keras_vit.weights.dialects import ours
+
+    for old in ("keras_vit.weights.npz", "keras_vit.weights.safetensors"):
+        sys.modules.pop(old, None)
+    with pytest.warns(DeprecationWarning, match="keras_vit.weights.formats.npz"):
+        npz = importlib.import_module("keras_vit.weights.npz")
+    with pytest.warns(DeprecationWarning, match="dialects.ours.checkpoint_layout"):
+        layout, unmapped = npz.checkpoint_layout(tiny)
+    assert (layout, unmapped) == ours.checkpoint_layout(tiny)
+    with pytest.warns(DeprecationWarning, match="keys.POSEMB_KEY"):
+        assert npz.POSEMB_KEY == "Transformer/posembed_input/pos_embedding"
+    assert npz.read_npz is keras_vit.weights.read_npz  # not moved: no warning
+    with pytest.warns(DeprecationWarning, match="formats.safetensors"):
+        safetensors = importlib.import_module("keras_vit.weights.safetensors")
+    with pytest.warns(DeprecationWarning, match="checkpoint.to_original_layout"):
+        assert safetensors.to_original_layout is keras_vit.weights.to_original_layout
+    with pytest.raises(AttributeError, match="no attribute 'variable_path'"):
+        npz.variable_path  # noqa: B018

@@ -18,6 +18,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 import reference
+from doc_blocks import write_safetensors
 
 import keras_vit
 from keras_vit.models.variants import ResNetSpec
@@ -289,3 +290,55 @@ def test_nan_in_a_safetensors_file_is_refused_naming_the_file_key(tmp_path):
     assert "blocks.0.attn.qkv.weight (96, 32): 1 NaN of 3072" in str(info.value)
     for old, new in zip(before, model.get_weights(), strict=True):
         np.testing.assert_array_equal(old, new)
+
+
+# -- File format and key dialect are two axes --------------------------------
+
+
+def _logits(model):
+    expected = np.load(fixture("timm_vit.npz"))
+    return keras.ops.convert_to_numpy(model(expected["images"])), expected["logits"]
+
+
+def test_timm_keys_in_an_npz_load_as_from_the_safetensors(tmp_path):
+    # The dialect is read off the keys, whatever the file format.
+    path = tmp_path / "timm_keys.npz"
+    np.savez(path, **read_safetensors(fixture("timm_vit.safetensors")))
+    model = keras_vit.ViT("test/8", image_size=32, num_classes=10)
+    assert load_weights(model, path) == []
+    out, expected = _logits(model)
+    np.testing.assert_allclose(out, expected, rtol=1e-4, atol=1e-4)
+
+
+def test_an_unsplittable_fused_qkv_is_named_by_the_files_own_key(tmp_path):
+    tensors = read_safetensors(fixture("timm_vit.safetensors"))
+    tensors["blocks.0.attn.qkv.bias"] = tensors["blocks.0.attn.qkv.bias"][:-1]
+    path = tmp_path / "odd.safetensors"
+    write_safetensors(path, tensors)
+    model = keras_vit.ViT("test/8", image_size=32, num_classes=10)
+    before = [w.copy() for w in model.get_weights()]
+    with pytest.raises(CheckpointError) as info:
+        load_weights(model, path)
+    assert info.value.unexpected == ["blocks.0.attn.qkv.bias"]
+    attention = "Transformer/encoderblock_0/MultiHeadDotProductAttention_1"
+    names = ("query", "key", "value")
+    assert info.value.missing == [f"{attention}/{n}/bias" for n in names]
+    for old, new in zip(before, model.get_weights(), strict=True):
+        np.testing.assert_array_equal(old, new)
+
+
+def test_an_absent_optional_key_is_absent_not_an_error():
+    # A model built without q/k/v biases has no `qkv.bias` in timm's file:
+    # the rules follow the keys there are, and the strict check compares.
+    tensors = read_safetensors(fixture("timm_vit.safetensors"))
+    without = {k: v for k, v in tensors.items() if not k.endswith("attn.qkv.bias")}
+    params = to_original_layout(without, num_heads=2)
+    full = to_original_layout(tensors, num_heads=2)
+    assert sorted(set(full) - set(params)) == sorted(
+        f"Transformer/encoderblock_{i}/MultiHeadDotProductAttention_1/{n}/bias"
+        for i in (0, 1)
+        for n in ("query", "key", "value")
+    )
+    assert not [k for k in params if "." in k]  # nothing left untranslated
+    for key, value in params.items():
+        np.testing.assert_array_equal(value, full[key])

@@ -3,11 +3,12 @@
 keras-hub's `ViTBackbone` is the paper's ViT under other layer names:
 separate `query`/`key`/`value` projections in a `keras.layers.MultiHeadAttention`
 (the original checkpoint's per-head kernels), blocks counted from 1, and a
-position table `(N, D)` without a batch axis. One rule table (`RULES`) maps
-its variable paths onto the original `.npz` keys, in both directions;
-`DINOV2_RULES` does the same for keras-hub's `DINOV2Backbone` (whose
-class-token position row becomes part of the class token, as for Hugging
-Face's DINOv2 files):
+position table `(N, D)` without a batch axis. One rule table
+(`keras_vit.weights.dialects.keras_hub.VIT`) maps its variable paths onto
+the original `.npz` keys, in both directions, on the engine of every other
+checkpoint dialect; `DINOV2` does the same for keras-hub's `DINOV2Backbone`
+(whose class-token position row becomes part of the class token, as for
+Hugging Face's DINOv2 files):
 
 - `keras_hub_checkpoint(model)` reads a keras-hub model into a
   `keras_vit.weights.Checkpoint`; `from_keras_hub(model)` builds the
@@ -41,8 +42,6 @@ back = keras_vit.interop.to_keras_hub(model)  # a keras_hub ViTBackbone
 
 from __future__ import annotations
 
-import re
-
 import keras
 import numpy as np
 
@@ -52,74 +51,14 @@ from keras_vit.models.layout import ViTLayout
 from keras_vit.models.options import EncoderOptions
 from keras_vit.models.variants import custom_spec
 from keras_vit.models.vit import ViT
+from keras_vit.weights import keys
 from keras_vit.weights.checkpoint import Checkpoint
 from keras_vit.weights.checkpoint import from_model
+from keras_vit.weights.dialects import rules
+from keras_vit.weights.dialects.keras_hub import DINOV2
+from keras_vit.weights.dialects.keras_hub import VIT
 from keras_vit.weights.errors import CheckpointError
 from keras_vit.weights.loader import load_weights
-from keras_vit.weights.safetensors import fold_class_position
-
-_BLOCK = "Transformer/encoderblock_{i}"
-_MHA = _BLOCK + "/MultiHeadDotProductAttention_1"
-_MLP = _BLOCK + "/MlpBlock_3"
-_POSEMB = "Transformer/posembed_input/pos_embedding"
-_E = "vit_patching_and_embedding/"
-_T = r"vit_encoder/transformer_block_(?P<n>\d+)/"
-
-# (keras-hub variable path, original `.npz` key template). `{i}` is the
-# block index from 0 (keras-hub's `transformer_block_{n}` counts from 1);
-# `{leaf}` is copied. The position table is the only reshape (`_POSITION`).
-RULES = (
-    (_E + r"class_token", "cls"),
-    (_E + r"patch_embedding/(?P<leaf>kernel|bias)", "embedding/{leaf}"),
-    (_E + r"position_embedding/embeddings", _POSEMB),
-    (_T + r"ln_1/gamma", _BLOCK + "/LayerNorm_0/scale"),
-    (_T + r"ln_1/beta", _BLOCK + "/LayerNorm_0/bias"),
-    (_T + r"mha/(?P<leaf>(?:query|key|value)/(?:kernel|bias))", _MHA + "/{leaf}"),
-    (_T + r"mha/attention_output/(?P<leaf>kernel|bias)", _MHA + "/out/{leaf}"),
-    (_T + r"ln_2/gamma", _BLOCK + "/LayerNorm_2/scale"),
-    (_T + r"ln_2/beta", _BLOCK + "/LayerNorm_2/bias"),
-    (_T + r"mlp/dense_1/(?P<leaf>kernel|bias)", _MLP + "/Dense_0/{leaf}"),
-    (_T + r"mlp/dense_2/(?P<leaf>kernel|bias)", _MLP + "/Dense_1/{leaf}"),
-    (r"vit_encoder/ln/gamma", "Transformer/encoder_norm/scale"),
-    (r"vit_encoder/ln/beta", "Transformer/encoder_norm/bias"),
-    (r"pre_logits/(?P<leaf>kernel|bias)", "pre_logits/{leaf}"),
-    (r"predictions/(?P<leaf>kernel|bias)", "head/{leaf}"),
-)
-
-# keras-hub's `DINOV2Backbone` (blocks from 0; a backbone built with a
-# `name` prefixes its three top layers with it). It adds the position table
-# of its image size (`interpolated_position_embeddings`, the one it uses) to
-# the class and patch tokens; `position_embeddings` is its source at
-# `position_embedding_shape`, and `mask_token` serves masked pre-training
-# only: both are left out (`None`).
-_DE = r"(?:[^/]+_)?embeddings/"
-_DL = r"(?:[^/]+_)?encoder/layers_(?P<i>\d+)/"
-_DA = _DL + r"attention/attention/"
-DINOV2_RULES = (
-    (_DE + r"cls_token", "cls"),
-    (_DE + r"register_tokens", "reg"),
-    (_DE + r"interpolated_position_embeddings", _POSEMB),
-    (_DE + r"position_embeddings", None),
-    (_DE + r"mask_token", None),
-    (_DE + r"patch_embeddings/projection/(?P<leaf>kernel|bias)", "embedding/{leaf}"),
-    (_DL + r"norm1/gamma", _BLOCK + "/LayerNorm_0/scale"),
-    (_DL + r"norm1/beta", _BLOCK + "/LayerNorm_0/bias"),
-    (_DA + r"(?P<leaf>(?:query|key|value)/(?:kernel|bias))", _MHA + "/{leaf}"),
-    (_DA + r"attention_output/(?P<leaf>kernel|bias)", _MHA + "/out/{leaf}"),
-    (_DL + r"layer_scale1/lambda1", _BLOCK + "/LayerScale_0/scale"),
-    (_DL + r"layer_scale2/lambda1", _BLOCK + "/LayerScale_1/scale"),
-    (_DL + r"norm2/gamma", _BLOCK + "/LayerNorm_2/scale"),
-    (_DL + r"norm2/beta", _BLOCK + "/LayerNorm_2/bias"),
-    (_DL + r"mlp/(?:fc1|weights_in)/(?P<leaf>kernel|bias)", _MLP + "/Dense_0/{leaf}"),
-    (_DL + r"mlp/(?:fc2|weights_out)/(?P<leaf>kernel|bias)", _MLP + "/Dense_1/{leaf}"),
-    (r"(?:[^/]+_)?layernorm/gamma", "Transformer/encoder_norm/scale"),
-    (r"(?:[^/]+_)?layernorm/beta", "Transformer/encoder_norm/bias"),
-)
-_DROPPED = "dropped"
-_TABLES = {
-    name: tuple((re.compile(p), key or _DROPPED) for p, key in rules)
-    for name, rules in (("vit", RULES), ("dinov2", DINOV2_RULES))
-}
 
 
 def _keras_hub():
@@ -133,17 +72,10 @@ def _keras_hub():
     return keras_hub
 
 
-def _original_key(path: str, kind: str = "vit") -> str | None:
+def _original_key(path: str, dialect: rules.Dialect = VIT) -> str | None:
     """A keras-hub variable path -> its original-layout key, or `None`."""
-    for regex, template in _TABLES[kind]:
-        match = regex.fullmatch(path)
-        if match is None:
-            continue
-        groups = match.groupdict()
-        if "n" in groups:
-            groups["i"] = str(int(groups.pop("n")) - 1)
-        return template.format(**groups)
-    return None
+    match = rules.find(path, dialect)
+    return None if match is None else match.key
 
 
 def _parts(model):
@@ -213,21 +145,18 @@ def keras_hub_checkpoint(model) -> Checkpoint:
     ```
     """
     backbone, classifier = _parts(model)
-    kind = "dinov2" if _is_dinov2(backbone) else "vit"
-    params = {}
-    for variable in (classifier or backbone).weights:
-        key = _original_key(variable.path, kind)
-        if key is None:
-            raise CheckpointError(
-                f"keras-hub variable {variable.path!r} has no keras_vit "
-                "counterpart; the model cannot be converted."
-            )
-        if key == _DROPPED:
-            continue
-        value = np.asarray(keras.ops.convert_to_numpy(variable), np.float32)
-        params[key] = value[None] if value.ndim == 2 and key == _POSEMB else value
-    if kind == "dinov2":
-        fold_class_position(params)  # the family's table has no class row
+    dinov2 = _is_dinov2(backbone)
+    values = {
+        variable.path: np.asarray(keras.ops.convert_to_numpy(variable), np.float32)
+        for variable in (classifier or backbone).weights
+    }
+    params, left = rules.translate(values, DINOV2 if dinov2 else VIT)
+    if left:
+        raise CheckpointError(
+            f"keras-hub variable {left[0]!r} has no keras_vit "
+            "counterpart; the model cannot be converted."
+        )
+    if dinov2:
         patch = (int(backbone.patch_size),) * 2
     else:
         params.update(_zero_biases(backbone, params))
@@ -242,16 +171,18 @@ def _zero_biases(backbone, params) -> dict:
     out = {}
     dim, heads = backbone.hidden_dim, backbone.num_heads
     if not backbone.use_patch_bias:
-        out["embedding/bias"] = np.zeros((dim,), np.float32)
+        out[keys.EMBEDDING + "/bias"] = np.zeros((dim,), np.float32)
     for i in range(backbone.num_layers):
-        mha, mlp = _MHA.format(i=i), _MLP.format(i=i)
+        mha = keys.ATTENTION.format(i=i)
         if not backbone.use_mha_bias:
-            for name in ("query", "key", "value"):
+            for name in keys.QKV:
                 out[f"{mha}/{name}/bias"] = np.zeros((heads, dim // heads), "float32")
-            out[f"{mha}/out/bias"] = np.zeros((dim,), np.float32)
+            out[f"{mha}/{keys.OUT}/bias"] = np.zeros((dim,), np.float32)
         if not backbone.use_mlp_bias:
-            out[f"{mlp}/Dense_0/bias"] = np.zeros((backbone.mlp_dim,), np.float32)
-            out[f"{mlp}/Dense_1/bias"] = np.zeros((dim,), np.float32)
+            out[f"{keys.MLP_1.format(i=i)}/bias"] = np.zeros(
+                (backbone.mlp_dim,), np.float32
+            )
+            out[f"{keys.MLP_2.format(i=i)}/bias"] = np.zeros((dim,), np.float32)
     return {k: v for k, v in out.items() if k not in params}
 
 
@@ -452,7 +383,7 @@ def _value_for(variable, key, params: dict, name: str) -> np.ndarray:
             f"keras-hub variable {variable.path!r} has no value in {name!r} "
             f"(key {key!r})."
         )
-    if key == _POSEMB and len(variable.shape) == 2:
+    if key == keys.POSEMB_KEY and len(variable.shape) == 2:
         value = value[0]  # (N, D)
     if tuple(value.shape) != tuple(variable.shape):
         raise CheckpointError(
@@ -557,20 +488,24 @@ def _dinov2_to_keras_hub(model: keras.Model, layout: ViTLayout):
         name=f"{model.name}_backbone",
     )
     params = dict(from_model(model).params)
-    table = params[_POSEMB]
+    table = params[keys.POSEMB_KEY]
     if table.shape[1] == layout.num_patches:  # no class row: keras-hub adds one
-        params[_POSEMB] = np.concatenate([np.zeros_like(table[:, :1]), table], 1)
+        params[keys.POSEMB_KEY] = np.concatenate(
+            [np.zeros_like(table[:, :1]), table], 1
+        )
+    width = params[keys.POSEMB_KEY].shape[-1]
     for i in range(layout.depth):
-        for n in (0, 1):  # no LayerScale: keras-hub's, at 1, computes the same
-            key = f"{_BLOCK.format(i=i)}/LayerScale_{n}/scale"
-            params.setdefault(key, np.ones((params[_POSEMB].shape[-1],), "float32"))
+        for scale in (keys.LAYER_SCALE_1, keys.LAYER_SCALE_2):
+            # No LayerScale: keras-hub's, at 1, computes the same.
+            params.setdefault(scale.format(i=i), np.ones((width,), "float32"))
     values = []
     for variable in backbone.weights:
-        key = _original_key(variable.path, "dinov2")
+        match = rules.find(variable.path, DINOV2)
+        key = None if match is None else match.key
         if variable.path.endswith("/position_embeddings"):
-            key = _POSEMB  # the source table equals the used one at this size
-        if key == _DROPPED:
-            continue
+            key = keys.POSEMB_KEY  # the source table equals the used one here
+        elif match is not None and key is None:
+            continue  # left out on purpose (the mask token)
         values.append((variable, _value_for(variable, key, params, model.name)))
     for variable, value in values:
         variable.assign(value)

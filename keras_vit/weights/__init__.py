@@ -8,8 +8,15 @@ Keras `.keras`/`.weights.h5` file, or another model in memory is read into
 one `Checkpoint` (the original `.npz` layout) and loaded by one strict
 plan-then-assign step, checking every key first (a keras-hub model becomes
 one with `keras_vit.interop.keras_hub_checkpoint`).
+
 `keras_vit.with_image_size` and encoder transfer for fine-tuning are calls
 to it. NumPy only: neither torch nor the `safetensors` package is needed.
+
+The package is cut along two axes: file formats (`formats`: `.npz`,
+`.safetensors`, Keras's `.keras`/`.weights.h5`) and key dialects
+(`dialects`: keras_vit's own variables, timm, Hugging Face, big_vision,
+keras-hub), each dialect a table of rules for one engine. The original
+layout's keys are spelled once, in `keys`.
 
 Example:
 
@@ -29,18 +36,18 @@ from keras_vit.weights.checkpoint import Checkpoint
 from keras_vit.weights.checkpoint import from_keras_file
 from keras_vit.weights.checkpoint import from_model
 from keras_vit.weights.checkpoint import read_checkpoint
+from keras_vit.weights.checkpoint import to_original_layout
+from keras_vit.weights.dialects.ours import RULES as RENAMES
 from keras_vit.weights.errors import CheckpointError
 from keras_vit.weights.errors import VariantMismatchError
 from keras_vit.weights.errors import WeightsNotFoundError
+from keras_vit.weights.formats.npz import read_npz
+from keras_vit.weights.formats.safetensors import read_safetensors
 from keras_vit.weights.loader import load_weights
-from keras_vit.weights.npz import RENAMES
-from keras_vit.weights.npz import read_npz
 from keras_vit.weights.registry import PRETRAINED_WEIGHTS
 from keras_vit.weights.registry import PretrainedWeights
 from keras_vit.weights.registry import cache_directory
 from keras_vit.weights.registry import list_weights
-from keras_vit.weights.safetensors import read_safetensors
-from keras_vit.weights.safetensors import to_original_layout
 
 __all__ = [
     "PRETRAINED_WEIGHTS",

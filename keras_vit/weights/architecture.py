@@ -15,9 +15,15 @@ from collections.abc import Mapping
 
 from keras_vit.models.variants import BACKBONES
 from keras_vit.models.variants import VARIANTS
+from keras_vit.weights import keys
 
-_BLOCK = re.compile(r"^Transformer/encoderblock_(\d+)/")
-_UNIT = re.compile(r"^block(\d+)/unit(\d+)/")
+_BLOCK = keys.template_pattern(keys.BLOCK)
+_ATTENTION = keys.template_pattern(keys.ATTENTION)
+_QKV = "(?:" + "|".join(keys.QKV) + ")"
+_MLP_1 = keys.template_pattern(keys.MLP_1)
+_MLP_2 = keys.template_pattern(keys.MLP_2)
+_BLOCK_PREFIX = re.compile(f"^{_BLOCK}/")
+_UNIT_PREFIX = re.compile(f"^{keys.template_pattern(keys.UNIT)}/")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -103,36 +109,36 @@ def describe(shapes: Mapping[str, tuple[int, ...]]) -> Architecture:
                     return int(shape[axis])
         return None
 
-    block = r"Transformer/encoderblock_\d+"
-    mha = rf"{block}/MultiHeadDotProductAttention_1"
-    blocks = {int(m.group(1)) for k in shapes if (m := _BLOCK.match(k))}
-    kernel = shapes.get("embedding/kernel")
+    blocks = {int(m["i"]) for k in shapes if (m := _BLOCK_PREFIX.match(k))}
+    kernel = shapes.get(keys.EMBEDDING_KEY)
     patch = tuple(int(d) for d in kernel[:2]) if kernel and len(kernel) == 4 else None
     backbone = None
     units = {}
     for key in shapes:
-        match = _UNIT.match(key)
+        match = _UNIT_PREFIX.match(key)
         if match:
-            stage, unit = int(match.group(1)), int(match.group(2))
+            stage, unit = int(match["s"]), int(match["u"])
             units[stage] = max(units.get(stage, 0), unit)
-    if units or any(k.startswith(("conv_root/", "gn_root/")) for k in shapes):
+    roots = (keys.ROOT_CONV + "/", keys.ROOT_NORM + "/")
+    if units or any(k.startswith(roots) for k in shapes):
         layers = tuple(units.get(s, 0) for s in range(1, max(units, default=0) + 1))
-        width = first([("conv_root/kernel", -1), ("gn_root/scale", 0)])
+        width = first(
+            [(f"{keys.ROOT_CONV}/kernel", -1), (f"{keys.ROOT_NORM}/scale", 0)]
+        )
         backbone = (layers, width)
     return Architecture(
         hidden_dim=first(
-            [("embedding/kernel", -1), ("Transformer/encoder_norm/scale", 0),
-             ("cls", -1), (rf"{mha}/(query|key|value)/kernel", 0)]
+            [(re.escape(keys.EMBEDDING_KEY), -1),
+             (re.escape(keys.ENCODER_NORM + "/scale"), 0),
+             (re.escape(keys.CLS_KEY), -1), (f"{_ATTENTION}/{_QKV}/kernel", 0)]
         ),
         depth=len(blocks),
         num_heads=first(
-            [(rf"{mha}/(query|key|value)/kernel", 1),
-             (rf"{mha}/(query|key|value)/bias", 0), (rf"{mha}/out/kernel", 0)]
+            [(f"{_ATTENTION}/{_QKV}/kernel", 1), (f"{_ATTENTION}/{_QKV}/bias", 0),
+             (f"{_ATTENTION}/{keys.OUT}/kernel", 0)]
         ),
         mlp_dim=first(
-            [(rf"{block}/MlpBlock_3/Dense_0/kernel", -1),
-             (rf"{block}/MlpBlock_3/Dense_0/bias", 0),
-             (rf"{block}/MlpBlock_3/Dense_1/kernel", 0)]
+            [(f"{_MLP_1}/kernel", -1), (f"{_MLP_1}/bias", 0), (f"{_MLP_2}/kernel", 0)]
         ),
         patch_size=patch,
         backbone=backbone,

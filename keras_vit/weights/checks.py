@@ -25,14 +25,16 @@ from keras_vit.resample import resample_position_embedding
 from keras_vit.resample import resolve_patch_method
 from keras_vit.weights.architecture import describe
 from keras_vit.weights.architecture import differences
+from keras_vit.weights.dialects.ours import checkpoint_layout
 from keras_vit.weights.errors import CheckpointError
 from keras_vit.weights.errors import VariantMismatchError
-from keras_vit.weights.npz import DIST_HEAD_KEYS
-from keras_vit.weights.npz import EMBEDDING_KEY
-from keras_vit.weights.npz import HEAD_KEYS
-from keras_vit.weights.npz import POSEMB_KEY
-from keras_vit.weights.npz import PRE_LOGITS_KEYS
-from keras_vit.weights.npz import checkpoint_layout
+from keras_vit.weights.keys import CLS_KEY
+from keras_vit.weights.keys import DIST_HEAD_KEYS
+from keras_vit.weights.keys import DIST_KEY
+from keras_vit.weights.keys import EMBEDDING_KEY
+from keras_vit.weights.keys import HEAD_KEYS
+from keras_vit.weights.keys import POSEMB_KEY
+from keras_vit.weights.keys import PRE_LOGITS_KEYS
 
 logger = logging.getLogger("keras_vit.weights")
 
@@ -101,7 +103,7 @@ def _posemb(params, layout, model, method, align_corners, grid_size, notes):
     layer = model.get_layer(target.path.split("/")[0])
     prefix = layer.num_prefix_tokens  # table rows before the grid
     if (
-        any((t in params) != (t in layout) for t in ("cls", "dist"))  # reported
+        any((t in params) != (t in layout) for t in (CLS_KEY, DIST_KEY))  # reported
         or table.ndim != 3
         or table.shape[0] != 1
         or table.shape[2] != target.shape[2]

@@ -9,9 +9,9 @@ import keras
 import numpy as np
 
 from keras_vit.weights import checks
-from keras_vit.weights import npz
 from keras_vit.weights.checkpoint import Checkpoint
 from keras_vit.weights.checkpoint import read_checkpoint
+from keras_vit.weights.dialects.ours import checkpoint_layout
 
 
 def load_weights(
@@ -109,7 +109,7 @@ def load_weights(
     ```
     """
     checks.patch_resize_method(resample_patch)  # before any file is read
-    layout, unmapped = npz.checkpoint_layout(model)
+    layout, unmapped = checkpoint_layout(model)
     checkpoint = read_checkpoint(
         weights, model, layout, cache_dir=cache_dir, tag_variant=tag_variant
     )

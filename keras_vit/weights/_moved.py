@@ -1,0 +1,60 @@
+"""The names of the old `weights.npz` and `weights.safetensors` that moved.
+
+The two old modules held file formats, key dialects and the key vocabulary
+at once; their paths now answer with the format modules
+(`keras_vit._imports.MOVED`). Their other names are found, with a
+`DeprecationWarning` naming the new home, through `forward`; the old names
+go in a later release.
+"""
+
+from __future__ import annotations
+
+import importlib
+import warnings
+
+# old module -> {old name: "new.module:new_name"}
+OLD_NAMES = {
+    "keras_vit.weights.formats.npz": {
+        "RENAMES": "keras_vit.weights.dialects.ours:RULES",
+        "Target": "keras_vit.weights.dialects.ours:Target",
+        "checkpoint_layout": "keras_vit.weights.dialects.ours:checkpoint_layout",
+        "to_checkpoint": "keras_vit.weights.dialects.ours:to_checkpoint",
+        "POSEMB_KEY": "keras_vit.weights.keys:POSEMB_KEY",
+        "EMBEDDING_KEY": "keras_vit.weights.keys:EMBEDDING_KEY",
+        "HEAD_KEYS": "keras_vit.weights.keys:HEAD_KEYS",
+        "DIST_HEAD_KEYS": "keras_vit.weights.keys:DIST_HEAD_KEYS",
+        "PRE_LOGITS_KEYS": "keras_vit.weights.keys:PRE_LOGITS_KEYS",
+    },
+    "keras_vit.weights.formats.safetensors": {
+        "to_original_layout": "keras_vit.weights.checkpoint:to_original_layout",
+        "fold_class_position": (
+            "keras_vit.weights.dialects.convert:fold_class_position"
+        ),
+    },
+}
+
+
+def forward(module: str):
+    """A module `__getattr__` that answers `OLD_NAMES[module]` with a warning.
+
+    Example:
+
+    ```python
+    __getattr__ = forward(__name__)
+    ```
+    """
+    names = OLD_NAMES[module]
+
+    def __getattr__(name):
+        if name not in names:
+            raise AttributeError(f"module {module!r} has no attribute {name!r}")
+        new_module, new_name = names[name].split(":")
+        warnings.warn(
+            f"{name} moved to {new_module}.{new_name}; import it from there (the "
+            "old name will be removed in a later release).",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return getattr(importlib.import_module(new_module), new_name)
+
+    return __getattr__
