@@ -85,23 +85,23 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _read(path: str, variant: str | None) -> dict:
     from keras_vit.models.variants import parse_variant
-    from keras_vit.weights import npz
-    from keras_vit.weights import safetensors
+    from keras_vit.weights import read_npz
+    from keras_vit.weights import read_safetensors
+    from keras_vit.weights import to_original_layout
 
     if path.endswith(".safetensors"):
         if variant is None:
             cli.fail("--variant is required for a .safetensors checkpoint")
         heads = parse_variant(variant).variant.num_heads
-        tensors = safetensors.read_safetensors(path)
-        return npz.normalize(safetensors.to_original_layout(tensors, heads))
-    return npz.read_npz(path)
+        return to_original_layout(read_safetensors(path), heads)
+    return read_npz(path)
 
 
 def model_arguments(params: dict, args: argparse.Namespace) -> dict:
     """The `keras_vit.ViT` arguments for a checkpoint and the command line."""
     from keras_vit.models.variants import parse_variant
     from keras_vit.weights import architecture
-    from keras_vit.weights import npz
+    from keras_vit.weights import keys
 
     arch = architecture.describe({k: tuple(v.shape) for k, v in params.items()})
     variant = args.variant or arch.variant
@@ -111,18 +111,18 @@ def model_arguments(params: dict, args: argparse.Namespace) -> dict:
     class_token = "cls" in params
     image_size = args.image_size
     if image_size is None:
-        table = params.get(npz.POSEMB_KEY)
+        table = params.get(keys.POSEMB_KEY)
         if table is None:
             cli.fail("the checkpoint has no position embedding; pass --image-size")
         side = math.isqrt(table.shape[1] - int(class_token))
         image_size = (side * spec.total_stride,) * 2
-    head = params.get(npz.HEAD_KEYS[0])
+    head = params.get(keys.HEAD_KEYS[0])
     num_classes = args.num_classes
     if num_classes is None:  # The checkpoint's head, if it has one.
         num_classes = head.shape[-1] if head is not None else 0
     representation_size = args.representation_size
     if representation_size == -1:
-        pre_logits = params.get(npz.PRE_LOGITS_KEYS[0])
+        pre_logits = params.get(keys.PRE_LOGITS_KEYS[0])
         representation_size = None if pre_logits is None else pre_logits.shape[-1]
     return dict(
         variant=variant,

@@ -229,7 +229,7 @@ def synthetic_checkpoint(entry) -> dict[str, np.ndarray]:
     inside `tiny_world`.
     """
     import keras_vit
-    from keras_vit.weights import npz
+    from keras_vit.weights.dialects.ours import checkpoint_layout
 
     model = keras_vit.ViT(
         entry.variant,
@@ -237,7 +237,7 @@ def synthetic_checkpoint(entry) -> dict[str, np.ndarray]:
         image_size=entry.image_size,
         representation_size=entry.representation_size,
     )
-    layout, _ = npz.checkpoint_layout(model)
+    layout, _ = checkpoint_layout(model)
     rng = np.random.default_rng(len(entry.file_name))
     return {
         key: (0.02 * rng.standard_normal(target.shape)).astype("float32")

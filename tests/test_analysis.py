@@ -733,9 +733,7 @@ def test_depth_statistics_of_a_vit_match_the_vit_fourier_path(model, images):
 
 def test_depth_statistics_reject_other_models_and_sizes(alternet):
     plain = keras.Sequential([keras.Input((8, 8, 3)), keras.layers.Flatten()])
-    with pytest.raises(
-        ValueError, match="was not built by keras_vit"
-    ):
+    with pytest.raises(ValueError, match="was not built by keras_vit"):
         depth_analysis.depth_statistics(plain, np.zeros((1, 8, 8, 3)))
     with pytest.raises(ValueError, match=r"\(batch, 16, 16, 3\).*\(1, 8, 8, 3\)"):
         depth_analysis.depth_statistics(alternet, np.zeros((1, 8, 8, 3)))

@@ -37,6 +37,7 @@ def _python(code: str, **env) -> subprocess.CompletedProcess:
         "from keras_vit.models.options import EncoderOptions, FAMILIES",
         "from keras_vit.training import hardware; hardware.vector_isa()",
         "import keras_vit.models, keras_vit.training, keras_vit.export",
+        "import keras_vit.weights, keras_vit.analysis, keras_vit.data",
         "from recipes.configs.base import load_config; load_config('digits')",
     ],
 )

@@ -163,10 +163,10 @@ def base_model_record(model: keras.Model) -> dict:
     [4, 4]
     """
     from keras_vit.weights import architecture
-    from keras_vit.weights import npz
+    from keras_vit.weights.dialects.ours import checkpoint_layout
 
     layout = ViTLayout.of(model)
-    keys, _ = npz.checkpoint_layout(model)
+    keys, _ = checkpoint_layout(model)
     arch = architecture.describe({k: t.shape for k, t in keys.items()})
     return {
         "format": _RECORD_FORMAT,

@@ -5,8 +5,13 @@
 (keras-hub is optional: `pip install "keras_vit[keras_hub]"`).
 """
 
-from keras_vit.interop.keras_hub import from_keras_hub
-from keras_vit.interop.keras_hub import keras_hub_checkpoint
-from keras_vit.interop.keras_hub import to_keras_hub
+from keras_vit import _imports
 
-__all__ = ["from_keras_hub", "keras_hub_checkpoint", "to_keras_hub"]
+_EXPORTS = {
+    "from_keras_hub": "keras_vit.interop.keras_hub",
+    "keras_hub_checkpoint": "keras_vit.interop.keras_hub",
+    "to_keras_hub": "keras_vit.interop.keras_hub",
+}
+
+__all__ = sorted(_EXPORTS)
+__getattr__, __dir__ = _imports.lazy_exports(__name__, _EXPORTS)
