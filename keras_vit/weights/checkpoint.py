@@ -35,6 +35,7 @@ from keras_vit.weights import architecture
 from keras_vit.weights import npz
 from keras_vit.weights import registry
 from keras_vit.weights import safetensors
+from keras_vit.weights import torch_file
 from keras_vit.weights.errors import CheckpointError
 
 KERAS_SUFFIXES = (".keras", ".weights.h5", ".h5")
@@ -107,6 +108,10 @@ def read_checkpoint(
         registry.find(path, None)  # raises: unknown tag, listing the known ones
     if path.endswith(KERAS_SUFFIXES):
         return from_keras_file(path, model)
+    if torch_file.is_torch_file(path):  # a timm state dict in a torch.save file
+        tensors = torch_file.read_state_dict(path)
+        params = safetensors.to_original_layout(tensors, _heads(layout))
+        return Checkpoint(npz.normalize(params), source=path)
     if _sniff(path) == "npz":
         return Checkpoint(_from_npz(path, layout), source=path)
     params = _from_safetensors(path, layout)
