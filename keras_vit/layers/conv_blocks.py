@@ -215,7 +215,7 @@ class PostActBlock(_ResidualBlock):
 
     Example:
 
-    >>> block = keras_vit.layers.PostActBlock(64, strides=2)
+    >>> block = keras_vit.layers.conv_blocks.PostActBlock(64, strides=2)
     >>> block(np.zeros((2, 56, 56, 256), "float32")).shape
     (2, 28, 28, 256)
 
@@ -306,7 +306,7 @@ class PaddedMaxPooling2D(keras.layers.Layer):
 
     Example:
 
-    >>> pool = keras_vit.layers.PaddedMaxPooling2D(3, 2, 1)
+    >>> pool = keras_vit.layers.conv_blocks.PaddedMaxPooling2D(3, 2, 1)
     >>> pool(np.zeros((1, 112, 112, 64), "float32")).shape
     (1, 56, 56, 64)
 
