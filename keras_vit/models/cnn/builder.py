@@ -157,8 +157,6 @@ def build_cnn(
         dropout_rate,
         drop_path_rate,
     )
-    policy = keras.config.dtype_policy()
-    init = torch_kernel_initializer()
     images = keras.Input((*image_size, channels), name=names.INPUT)
     x = build_stem(images, spec, stem)  # (B, H/4, W/4, C) or (B, H, W, C)
 
@@ -194,17 +192,24 @@ def build_cnn(
     # The paper's BNGAPBlock: the last block is not activated, so the head is.
     x = batch_norm(cnn_names.HEAD_NORM)(x)
     x = keras.layers.ReLU(name=cnn_names.HEAD_RELU)(x)  # (B, h, w, C)
+    x = build_head(x, pooling, include_top, num_classes, classifier_activation)
+    return keras.Model(images, x, name=name or default_name)
+
+
+def build_head(x, pooling, include_top, num_classes, classifier_activation):
+    """Global pooling (`pool`) and the linear head (`head`) of an activated map."""
     if pooling == "avg":
         x = keras.layers.GlobalAveragePooling2D(name=names.POOL)(x)  # (B, C)
     elif pooling == "max":
         x = keras.layers.GlobalMaxPooling2D(name=names.POOL)(x)
     if include_top:
         # Logits stay float32 under mixed precision.
+        policy = keras.config.dtype_policy()
         x = keras.layers.Dense(
             num_classes,
-            kernel_initializer=init,
+            kernel_initializer=torch_kernel_initializer(),
             activation=classifier_activation,
             dtype="float32" if policy.compute_dtype != "float32" else None,
             name=names.HEAD,
         )(x)
-    return keras.Model(images, x, name=name or default_name)
+    return x

@@ -12,10 +12,10 @@ from __future__ import annotations
 import keras
 
 from keras_vit.layers.conv_blocks import PostActBlock
-from keras_vit.layers.conv_blocks import torch_kernel_initializer
 from keras_vit.layers.utils import to_pair
 from keras_vit.models import layout as names
 from keras_vit.models.cnn import layout as cnn_names
+from keras_vit.models.cnn.builder import build_head
 from keras_vit.models.cnn.builder import build_stem
 from keras_vit.models.cnn.builder import check_arguments
 from keras_vit.models.cnn.preact_resnet import _default_name
@@ -116,7 +116,6 @@ def ResNet(  # noqa: N802
         0.0,
         drop_path_rate,
     )
-    policy = keras.config.dtype_policy()
     images = keras.Input((*image_size, channels), name=names.INPUT)
     x = build_stem(images, spec, stem, post_activation=True)
 
@@ -135,19 +134,8 @@ def ResNet(  # noqa: N802
                 name=cnn_names.block_name(stage + 1, position + 1, "conv"),
             )(x)  # (B, h, w, C)
 
-    if pooling == "avg":
-        x = keras.layers.GlobalAveragePooling2D(name=names.POOL)(x)  # (B, C)
-    elif pooling == "max":
-        x = keras.layers.GlobalMaxPooling2D(name=names.POOL)(x)
-    if include_top:
-        # Logits stay float32 under mixed precision.
-        x = keras.layers.Dense(
-            num_classes,
-            kernel_initializer=torch_kernel_initializer(),
-            activation=classifier_activation,
-            dtype="float32" if policy.compute_dtype != "float32" else None,
-            name=names.HEAD,
-        )(x)
+    # The code's GAPBlock: the blocks end in a ReLU, so the head does not.
+    x = build_head(x, pooling, include_top, num_classes, classifier_activation)
     return keras.Model(images, x, name=name or _default_name("resnet", variant))
 
 
