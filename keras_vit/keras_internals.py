@@ -30,13 +30,39 @@ changes the assumption.
   `_maybe_symbolic_build`; and the TensorFlow trainer averages each step's
   logs across workers with `strategy.reduce("MEAN", value, axis=0)`.
 
-Checked against Keras's source history: all of them hold from Keras 3.6 (the
-`name` attribute of the `vars` groups) to 3.15; `pyproject.toml` pins the
+- A built layer's locked state (`state_unlocked`): Keras locks a layer's
+  variable tracker (`layer._tracker`) when `build` returns; `add_weight`
+  afterwards raises unless it is unlocked, as `Dense.enable_lora` and
+  Keras's wrapper of `quantize` do for the variables they add.
+- The quantized flag (`mark_quantized`): Keras reads `layer._is_quantized`
+  to refuse quantizing a layer twice and to tell whether assigning a
+  quantized `dtype_policy` to a built layer must call `layer.quantize`.
+  Keras then calls the public `layer.quantized_call(...)` instead of
+  `layer.call(...)` (`Operation.__call__`), the hook the fused attention
+  layer overrides.
+- Every sublayer of a model (`flatten_layers`): Keras's
+  `_flatten_layers(include_self=True, recursive=True)`, the walk that
+  `model.quantize` itself makes.
+- The kernel variable of a `keras.layers.Dense` (`dense_kernel_variable`):
+  the variable named `"kernel"`; with LoRA enabled `Dense.kernel` is the
+  merged tensor, not that variable.
+- When `Dense.call` is one matmul and a bias add (`plain_dense_weights`): a
+  float `Dense` with exactly the variables `kernel` and `bias`, a linear
+  activation and no LoRA, quantization, regularizer or constraint. The
+  block's hand-written GELU-then-dense backward pass bypasses `Dense.call`
+  only then.
+- A variable's slot in an optimizer (`optimizer_variable_index`): Keras's
+  `Optimizer._get_variable_index(variable)`, the position of the variable
+  in the list the optimizer was built with.
+
+Checked against Keras's source history: all of them hold from Keras 3.8 (the
+first release in the pinned range) to 3.15; `pyproject.toml` pins the
 tested range.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 
 import keras
@@ -243,3 +269,148 @@ def set_deferred_variables(variables: list) -> None:
     from keras.src.backend.common import global_state
 
     global_state.set_global_attribute(_DEFERRED, list(variables))
+
+
+# --- a built layer's state: variables added after build ---------------------------
+
+
+@contextlib.contextmanager
+def state_unlocked(layer: keras.layers.Layer):
+    """Lets a built layer create variables; the lock is restored on exit.
+
+    Keras locks a layer's variable tracker when `build` returns, so that a
+    later `add_weight` fails. Keras's own `Dense.enable_lora` unlocks it for
+    the adapters; this does the same for a keras_vit layer.
+
+    Args:
+        layer: A Keras layer.
+
+    Raises:
+        RuntimeError: If the installed Keras has no such tracker.
+
+    Example:
+
+    ```python
+    with state_unlocked(layer):
+        layer.adapter = layer.add_weight(name="adapter", shape=(8, 2))
+    ```
+    """
+    tracker = getattr(layer, "_tracker", None)
+    if not all(callable(getattr(tracker, m, None)) for m in ("lock", "unlock")):
+        raise _missing("keras.layers.Layer", "_tracker")
+    was_locked = bool(tracker.locked)
+    tracker.unlock()
+    try:
+        yield
+    finally:
+        if was_locked:
+            tracker.lock()
+
+
+def mark_quantized(layer: keras.layers.Layer) -> None:
+    """Tells Keras that the layer's kernels are now quantized.
+
+    Keras's own quantized layers set the flag in their quantized build: Keras
+    then refuses to quantize the layer again, and assigning it a quantized
+    dtype policy no longer calls `layer.quantize`.
+    """
+    layer._is_quantized = True
+
+
+def flatten_layers(layer: keras.layers.Layer) -> list[keras.layers.Layer]:
+    """The layer and all of its sublayers at any depth, the layer first.
+
+    The walk `model.quantize` makes (Keras's `_flatten_layers`); unlike
+    `model.layers` it reaches the sublayers of each block.
+    """
+    flatten = getattr(layer, "_flatten_layers", None)
+    if not callable(flatten):
+        raise _missing("keras.layers.Layer", "_flatten_layers")
+    return list(flatten(include_self=True, recursive=True))
+
+
+# --- keras.layers.Dense ---------------------------------------------------------
+
+# The exact state in which `Dense.call(x)` is `x @ kernel + bias`.
+_PLAIN_DENSE_VARIABLES = ["kernel", "bias"]
+# Float dtype policies (`FloatDTypePolicy` is Keras's older name, a subclass).
+_FLOAT_POLICIES = tuple(
+    {
+        keras.dtype_policies.DTypePolicy,
+        getattr(
+            keras.dtype_policies, "FloatDTypePolicy", keras.dtype_policies.DTypePolicy
+        ),
+    }
+)
+
+
+def dense_kernel_variable(layer: keras.layers.Dense) -> keras.Variable:
+    """The kernel variable of a `keras.layers.Dense`, LoRA or not.
+
+    With LoRA enabled `layer.kernel` is the kernel plus the adapters' update
+    (a tensor); this is the variable itself, e.g. for its `path`.
+    """
+    found = [v for v in layer.weights if v.name == "kernel"]
+    if len(found) != 1:
+        raise _missing(f"keras.layers.Dense {layer.name!r}", "kernel variable")
+    return found[0]
+
+
+def plain_dense_weights(layer, dtype) -> tuple[keras.Variable, keras.Variable] | None:
+    """`(kernel, bias)` if calling `layer` on `dtype` inputs is a matmul and a bias add.
+
+    An allow-list of the one state in which a caller may compute
+    `x @ cast(kernel) + cast(bias)` instead of calling the layer: an
+    instance of `keras.layers.Dense` itself (not a subclass), a float dtype
+    policy computing in `dtype`, exactly the variables `kernel` and `bias`,
+    a linear activation, no LoRA, no quantization, no regularizer and no
+    constraint. Any other state, including one that a later Keras adds,
+    gives `None`: call the layer.
+
+    Args:
+        layer: Any layer.
+        dtype: The dtype of the inputs the caller would multiply.
+
+    Returns:
+        The kernel and bias variables, or `None`.
+    """
+    if type(layer) is not keras.layers.Dense or not layer.built:
+        return None
+    policy = layer.dtype_policy
+    if type(policy) not in _FLOAT_POLICIES or policy.quantization_mode is not None:
+        return None
+    if layer.compute_dtype != keras.backend.standardize_dtype(dtype):
+        return None
+    if getattr(layer, "lora_enabled", True) or layer.quantization_mode is not None:
+        return None
+    if not (layer.use_bias and layer.activation is keras.activations.linear):
+        return None
+    extras = (
+        "kernel_regularizer",
+        "bias_regularizer",
+        "activity_regularizer",
+        "kernel_constraint",
+        "bias_constraint",
+    )
+    if any(getattr(layer, name, True) is not None for name in extras):
+        return None
+    if [v.name for v in layer.weights] != _PLAIN_DENSE_VARIABLES:
+        return None
+    kernel, bias = layer.weights
+    return kernel, bias
+
+
+# --- the optimizer's variables ----------------------------------------------------
+
+
+def optimizer_variable_index(optimizer, variable) -> int:
+    """The position of `variable` in the list `optimizer.build` was given.
+
+    Keras's `Optimizer._get_variable_index`, which its own update steps use
+    to find a variable's slots (e.g. SGD's momentum); under a TensorFlow
+    distribution strategy it maps a replica's variable to its container.
+    """
+    index = getattr(optimizer, "_get_variable_index", None)
+    if not callable(index):
+        raise _missing("keras.optimizers.Optimizer", "_get_variable_index")
+    return index(variable)

@@ -14,7 +14,8 @@ S/16 at 288x160), so each convention is a named mode:
 
 `"bilinear"` + `align_corners=False` and `"bicubic"` + `align_corners=True`
 are also accepted (PyTorch's definitions), and `"bilinear_antialias"` is
-`jax.image.resize(method="linear")`, the resize FlexiViT uses.
+`jax.image.resize(method="linear")`, the resize FlexiViT applies to its
+position embeddings.
 
 Each axis is resampled by a `(new, old)` weight matrix. The matrices are
 written once, over an array namespace: NumPy here (`interpolation_matrix`,
@@ -26,7 +27,17 @@ is a tensor.
 `resample_patch_embedding` (FlexiViT, Beyer et al. 2023) resizes a patch
 embedding kernel to another patch size by the pseudo-inverse of the resize
 that would be applied to the patches, so that a patch resized with the same
-operator gives the same token.
+operator gives the same token. Which resize is inverted is a named mode:
+
+| `method` | the patch resize | as in |
+|---|---|---|
+| `"flexivit"` (default; = `"bilinear"`) | linear, half-pixel, no antialiasing | big_vision's FlexiViT `resample_patchemb` (`tf.image.resize(method="bilinear")`) |
+| `"timm"` (= `"bicubic_antialias"`) | cubic a = -0.5, half-pixel, widened when shrinking (PIL) | timm's `resample_patch_embed` defaults (`F.interpolate(mode="bicubic", antialias=True)`) |
+
+The other half-pixel methods (`"bicubic"`, `"bilinear_antialias"`) are
+accepted too. The modes give different kernels, hence different features,
+from the same checkpoint (figures in `docs/weights.md`): pick the library
+whose numbers are to be reproduced.
 """  # noqa: E501
 
 from __future__ import annotations
@@ -44,6 +55,11 @@ MODES = {
     "reference": ("bilinear", True),
     "huggingface": ("bicubic", False),
     "timm": ("bicubic_antialias", False),
+}
+# Named patch resizes (always half-pixel) for `resample_patch_embedding`.
+PATCH_MODES = {
+    "flexivit": "bilinear",  # big_vision flexi/vit.py resample_patchemb
+    "timm": "bicubic_antialias",  # timm layers/patch_embed.py resample_patch_embed
 }
 
 NUMPY = types.SimpleNamespace(
@@ -264,34 +280,65 @@ def resample_position_embedding(
     return out[None] if squeeze else out
 
 
+def resolve_patch_method(method: str) -> str:
+    """The interpolation method of a patch-resize mode (see the module doc).
+
+    `"flexivit"` is `"bilinear"` and `"timm"` is `"bicubic_antialias"`; a
+    plain method of `METHODS` is returned as it is. The patch resize is
+    always half-pixel (`align_corners=False`), as in both references.
+    """
+    if not isinstance(method, str) or PATCH_MODES.get(method, method) not in METHODS:
+        raise ValueError(
+            f"The patch resize `method` must be one of {tuple(PATCH_MODES)} or "
+            f"{METHODS}. Received: method={method!r}"
+        )
+    return PATCH_MODES.get(method, method)
+
+
 def resize_patch_matrix(
-    old_patch: tuple[int, int], new_patch: tuple[int, int]
+    old_patch: tuple[int, int],
+    new_patch: tuple[int, int],
+    method: str = "flexivit",
 ) -> np.ndarray:
     """The `(new_h*new_w, old_h*old_w)` matrix that resizes one flat patch.
 
-    The resize is `jax.image.resize(method="linear")` (bilinear, half-pixel,
-    antialiased when shrinking), the operator FlexiViT's resampling inverts.
+    Args:
+        old_patch: `(p_h, p_w)`.
+        new_patch: `(q_h, q_w)`.
+        method: `"flexivit"` (default: half-pixel bilinear without
+            antialiasing, `tf.image.resize(method="bilinear")` as big_vision's
+            `resample_patchemb` calls it), `"timm"` (`F.interpolate(
+            mode="bicubic", antialias=True)`, timm's `resample_patch_embed`),
+            or a method of `METHODS` (half-pixel).
     """
-    rows = interpolation_matrix(old_patch[0], new_patch[0], "bilinear_antialias")
-    cols = interpolation_matrix(old_patch[1], new_patch[1], "bilinear_antialias")
-    return np.kron(rows, cols)
+    method = resolve_patch_method(method)
+    rows = weight_matrix(int(old_patch[0]), int(new_patch[0]), method, False)
+    cols = weight_matrix(int(old_patch[1]), int(new_patch[1]), method, False)
+    return np.kron(rows, cols)  # row-major flattening of (h, w)
 
 
 def resample_patch_embedding(
-    kernel: np.ndarray, new_patch_size: int | tuple[int, int]
+    kernel: np.ndarray,
+    new_patch_size: int | tuple[int, int],
+    method: str = "flexivit",
 ) -> np.ndarray:
     """Resizes a patch-embedding kernel to another patch size (FlexiViT).
 
     With `B` the matrix that resizes a flattened `(p, p)` patch to `(q, q)`
-    (bilinear, `resize_patch_matrix`), the new kernel of each input channel
-    and output feature is `pinv(B^T) w`. Enlarging a patch this way keeps
-    every token exactly: `<B x, pinv(B^T) w> = <x, w>`; shrinking keeps it in
-    the least-squares sense.
+    (`resize_patch_matrix`), the new kernel of each input channel and output
+    feature is `pinv(B^T) w`. Enlarging a patch this way keeps every token
+    exactly: `<B x, pinv(B^T) w> = <x, w>`; shrinking keeps it in the
+    least-squares sense. Which resize `B` is matters (the modes give
+    different kernels): `"flexivit"` is big_vision's, `"timm"` timm's.
 
     Args:
         kernel: `(p_h, p_w, channels, dim)` (HWIO, the layout of
             `PatchEmbedding` and the original checkpoints).
         new_patch_size: The new `(q_h, q_w)`, or an int.
+        method: The patch resize to invert: `"flexivit"` (default; bilinear,
+            half-pixel, no antialiasing: big_vision's `resample_patchemb`),
+            `"timm"` (bicubic with antialiasing: the defaults of timm's
+            `resample_patch_embed`), or a method of `METHODS`.
 
     Returns:
         `(q_h, q_w, channels, dim)` with the input's dtype.
@@ -301,10 +348,13 @@ def resample_patch_embedding(
     >>> kernel = np.random.normal(size=(16, 16, 3, 768))
     >>> resample_patch_embedding(kernel, 8).shape
     (8, 8, 3, 768)
+    >>> resample_patch_embedding(kernel, 8, method="timm").shape  # timm's numbers
+    (8, 8, 3, 768)
 
     Reference:
     - [Beyer et al., 2023](https://arxiv.org/abs/2212.08013), FlexiViT §3.
     """
+    resolve_patch_method(method)
     kernel = np.asarray(kernel)
     if kernel.ndim != 4:
         raise ValueError(
@@ -315,7 +365,7 @@ def resample_patch_embedding(
     new = to_pair(new_patch_size, "new_patch_size")
     if tuple(old) == tuple(new):
         return kernel.copy()
-    resize = resize_patch_matrix(old, new)  # (q*q, p*p)
+    resize = resize_patch_matrix(old, new, method)  # (q*q, p*p)
     inverse = np.linalg.pinv(resize.T)  # (q*q, p*p)
     flat = kernel.reshape(old[0] * old[1], -1).astype(np.float64)  # (p*p, C*D)
     out = inverse @ flat  # (q*q, C*D)

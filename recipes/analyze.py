@@ -18,7 +18,9 @@ python -m recipes.analyze --variant B/16 --weights vit_b16.npz --num-classes 100
 in sorted order, if labels are wanted), an `.npz` file with `images` (uint8
 pixels, or floats already in `[-1, 1]`) and optionally `labels`, or
 `digits[:SPLIT]` (the embedded scikit-learn digits, `test` split by default,
-through the same evaluation pipeline as training: `keras_vit.data`).
+through the same evaluation pipeline as training: `keras_vit.data`). In a
+directory, files Pillow cannot read as images (truncated, another format)
+are skipped and listed on stderr, as training skips them.
 
 Each figure is `<out>/<name>.png` with its caption drawn under it and stored
 as PNG metadata; with `--logdir` the same images go to TensorBoard
@@ -28,6 +30,7 @@ need labels.
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 import time
@@ -47,7 +50,17 @@ ANALYSES = (
     "noise",
 )
 NEEDS_LABELS = ("hessian", "noise")
-IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp")
+
+
+def positive_int(text: str) -> int:
+    """A count of at least 1, as an argparse `type=`."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"not a positive count: {text!r}")
+    return value
 
 
 def build_parser() -> cli.ArgumentParser:
@@ -66,17 +79,62 @@ def build_parser() -> cli.ArgumentParser:
     parser.add_argument(
         "--only", help=f"comma-separated subset of: {','.join(ANALYSES)}"
     )
-    parser.add_argument("--max-images", type=int, default=64)
-    parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument(
-        "--block", type=int, default=-1, help="block of the 'attention' figure"
+        "--max-images",
+        type=positive_int,
+        default=64,
+        help="analyse at most this many images, the first ones (default 64)",
     )
-    parser.add_argument("--rollout-images", type=int, default=6)
-    parser.add_argument("--hessian-batches", type=int, default=4)
-    parser.add_argument("--hessian-batch-size", type=int, default=16)
-    parser.add_argument("--hessian-top-k", type=int, default=5)
-    parser.add_argument("--hessian-iterations", type=int, default=20)
-    parser.add_argument("--noise-bands", type=int, default=10)
+    parser.add_argument(
+        "--batch-size",
+        type=positive_int,
+        default=32,
+        help="images per forward pass of 'distance', 'fourier' and 'noise' "
+        "(default 32)",
+    )
+    parser.add_argument(
+        "--block",
+        type=int,
+        default=-1,
+        help="block of the 'attention' figure; negative counts from the last "
+        "(default -1)",
+    )
+    parser.add_argument(
+        "--rollout-images",
+        type=positive_int,
+        default=6,
+        help="images of the 'rollout' figure (default 6)",
+    )
+    parser.add_argument(
+        "--hessian-batches",
+        type=positive_int,
+        default=4,
+        help="batches of 'hessian', one spectrum each (default 4)",
+    )
+    parser.add_argument(
+        "--hessian-batch-size",
+        type=positive_int,
+        default=16,
+        help="images per batch of 'hessian' (default 16)",
+    )
+    parser.add_argument(
+        "--hessian-top-k",
+        type=positive_int,
+        default=5,
+        help="largest eigenvalues of 'hessian' per batch (default 5)",
+    )
+    parser.add_argument(
+        "--hessian-iterations",
+        type=positive_int,
+        default=20,
+        help="power iterations per eigenvalue of 'hessian' (default 20)",
+    )
+    parser.add_argument(
+        "--noise-bands",
+        type=positive_int,
+        default=10,
+        help="equal frequency bands from 0 to pi of 'noise' (default 10)",
+    )
     parser.add_argument(
         "--noise-norm",
         type=float,
@@ -84,9 +142,17 @@ def build_parser() -> cli.ArgumentParser:
         "an RMS of 0.1 per value)",
     )
     parser.add_argument(
-        "--noise-repeats", type=int, default=1, help="noise draws per band"
+        "--noise-repeats",
+        type=positive_int,
+        default=1,
+        help="noise draws per band of 'noise' (default 1)",
     )
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="seed of the Hessian's starting vectors and of the noise (default 0)",
+    )
     parser.add_argument("--verbose", type=int, default=1, help="0 hides progress bars")
     cli.add_verbose_flag(parser)
     return parser
@@ -135,12 +201,7 @@ def load_images(source: str, image_size, channels):
         split = source.partition(":")[2] or "test"
         return digits_images(image_size, channels, split)
     if source.endswith(".npz"):
-        with np.load(source, allow_pickle=False) as data:
-            key = "images" if "images" in data else "x" if "x" in data else None
-            if key is None:
-                cli.fail(f"{source} has no 'images' (or 'x') array")
-            images = data[key]
-            labels = data["labels"] if "labels" in data else data.get("y")
+        images, labels = _load_npz(source)
         if images.dtype == np.uint8:
             images = images.astype("float32") / 127.5 - 1.0
         return _fit(images, image_size, channels), labels
@@ -149,7 +210,29 @@ def load_images(source: str, image_size, channels):
     cli.fail(f"--images {source!r} is not a directory, an .npz file or 'digits'")
 
 
+def _load_npz(source: str):
+    """`(images, labels or None)` of an `.npz` file; a bad file is one line."""
+    import zipfile
+
+    try:
+        with np.load(source, allow_pickle=False) as data:
+            key = "images" if "images" in data else "x" if "x" in data else None
+            if key is None:
+                cli.fail(f"{source} has no 'images' (or 'x') array")
+            images = data[key]
+            labels = data["labels"] if "labels" in data else data.get("y")
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as error:
+        first = (str(error).strip() or type(error).__name__).splitlines()[0]
+        cli.fail(f"--images {source!r} cannot be read as an .npz file: {first}")
+    return images, labels
+
+
 def _load_directory(source, image_size, channels):
+    """Every image Pillow reads in `source` (or its class folders), resized.
+
+    Files that are not readable images (truncated, another format) are
+    skipped and listed in one line on stderr, as training skips them.
+    """
     from PIL import Image
 
     classes = sorted(entry.name for entry in os.scandir(source) if entry.is_dir())
@@ -157,18 +240,34 @@ def _load_directory(source, image_size, channels):
         (os.path.join(source, name), index) for index, name in enumerate(classes)
     ]
     folders = folders or [(source, None)]
-    images, labels = [], []
+    images, labels, skipped = [], [], []
     for folder, label in folders:
         for name in sorted(os.listdir(folder)):
-            if not name.lower().endswith(IMAGE_SUFFIXES):
+            path = os.path.join(folder, name)
+            if name.startswith(".") or not os.path.isfile(path):
                 continue
-            with Image.open(os.path.join(folder, name)) as image:
-                image = image.convert("L" if channels == 1 else "RGB")
-                image = image.resize(image_size[::-1], Image.BILINEAR)
-                images.append(np.asarray(image, dtype="float32"))
+            try:
+                with Image.open(path) as image:
+                    image = image.convert("L" if channels == 1 else "RGB")
+                    image = image.resize(image_size[::-1], Image.BILINEAR)
+                    images.append(np.asarray(image, dtype="float32"))
+            except Exception:  # Pillow raises many types for bad files.
+                skipped.append(os.path.relpath(path, source))
+                continue
             labels.append(label)
+    listed = ", ".join(skipped[:20]) + (
+        f" and {len(skipped) - 20} more" if len(skipped) > 20 else ""
+    )
     if not images:
-        cli.fail(f"no image files ({', '.join(IMAGE_SUFFIXES)}) in {source}")
+        found = f" (skipped as unreadable: {listed})" if skipped else ""
+        cli.fail(f"no readable image file in {source}{found}")
+    if skipped:
+        print(  # noqa: T201
+            f"warning: skipped {len(skipped)} file(s) in {source} that are not "
+            f"readable images: {listed}",
+            file=sys.stderr,
+            flush=True,
+        )
     images = np.stack(images) / 127.5 - 1.0
     labels = None if folders[0][1] is None else np.asarray(labels, dtype="int64")
     return _fit(images, image_size, channels), labels

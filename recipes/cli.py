@@ -209,7 +209,8 @@ def load_model(
             the weights tag's, if it has one.
 
     Raises:
-        ValueError: a missing file, or neither `path` nor `variant`.
+        ValueError: a missing or unreadable file (truncated, damaged, not a
+            model), or neither `path` nor `variant`; in one line.
     """
     if not path and not variant:
         raise ValueError("pass --model FILE.keras, or --variant (and --weights)")
@@ -223,7 +224,7 @@ def load_model(
     if path:
         if not os.path.isfile(path):
             raise ValueError(f"no model file at {path!r}")
-        model = keras.saving.load_model(path, compile=False)
+        model = _load_file(keras, path)
         if image_size is not None:
             size = _pair(image_size)
             if tuple(model.input_shape[1:3]) != size:
@@ -244,6 +245,23 @@ def load_model(
         weights=weights or None,
     )
     return model
+
+
+def _load_file(keras, path: str):
+    """`keras.saving.load_model(path)`; a file it cannot read is a one-line
+    `ValueError` (Keras says "File not found" for a truncated `.keras`)."""
+    import zipfile
+
+    if path.endswith(".keras") and not zipfile.is_zipfile(path):
+        raise ValueError(
+            f"{path!r} is not a readable .keras file: not a zip archive "
+            "(truncated, or another format)"
+        )
+    try:
+        return keras.saving.load_model(path, compile=False)
+    except (zipfile.BadZipFile, OSError, EOFError, KeyError, TypeError) as error:
+        first = (str(error).strip() or type(error).__name__).splitlines()[0]
+        raise ValueError(f"cannot load {path!r} (damaged?): {first}") from error
 
 
 def _pair(size) -> tuple[int, int]:

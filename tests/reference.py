@@ -138,6 +138,7 @@ def _vit_shapes(
     num_classes,
     representation_size,
     class_token,
+    qkv_bias=True,
 ):
     """Yield ``(key, shape, kind)`` for the transformer part (§3.2 layout)."""
     d, p = hidden_dim, patch_size
@@ -158,7 +159,8 @@ def _vit_shapes(
         yield f"{pre}/LayerNorm_0/bias", (d,), "ln_bias"
         for name in ("query", "key", "value"):
             yield f"{mha}/{name}/kernel", (d, num_heads, dh), "kernel"
-            yield f"{mha}/{name}/bias", (num_heads, dh), "bias"
+            if qkv_bias:
+                yield f"{mha}/{name}/bias", (num_heads, dh), "bias"
         yield f"{mha}/out/kernel", (num_heads, dh, d), "kernel"
         yield f"{mha}/out/bias", (d,), "bias"
         yield f"{pre}/LayerNorm_2/scale", (d,), "ln_scale"
@@ -224,6 +226,7 @@ def make_vit_checkpoint(
     seed: int = 0,
     shapes_only: bool = False,
     legacy_gn_shape: bool = False,
+    qkv_bias: bool = True,
 ) -> dict[str, np.ndarray]:
     """Random parameters in the original vision_transformer ``.npz`` layout.
 
@@ -246,6 +249,8 @@ def make_vit_checkpoint(
         key/shape/parameter-count checks).
       legacy_gn_shape: store GroupNorm params as ``(1, 1, 1, C)`` like
         checkpoints written before flax 0.3.6.
+      qkv_bias: if False, no query/key/value ``bias`` keys (timm's
+        ``Attention(qkv_bias=False)``; the ``out`` bias stays).
 
     Returns:
       ``{key: float32 array}`` with ``/``-joined Flax names.  The dict is
@@ -282,6 +287,7 @@ def make_vit_checkpoint(
             num_classes=num_classes,
             representation_size=representation_size,
             class_token=class_token,
+            qkv_bias=qkv_bias,
         )
     )
 
@@ -526,25 +532,27 @@ def attention(x, params, prefix, num_heads=None, return_weights=False):
 
     Args:
       x: ``(B, N, D)`` (already layer-normed).
-      params: checkpoint dict; ``prefix`` points at the MHA scope.
+      params: checkpoint dict; ``prefix`` points at the MHA scope. Without
+        the query/key/value ``bias`` keys, those projections have no bias
+        (timm's ``qkv_bias=False``).
       num_heads: checked against the kernel shape if given.
 
     Returns:
       ``(B, N, D)``, and the ``(B, H, N, N)`` softmax weights if requested.
     """
+    required = ("query/kernel", "key/kernel", "value/kernel", "out/kernel", "out/bias")
+    optional = ("query/bias", "key/bias", "value/bias")  # absent: no bias
     p = {
         k: np.asarray(params[f"{prefix}/{k}"], np.float64)
-        for k in (
-            "query/kernel", "query/bias", "key/kernel", "key/bias",
-            "value/kernel", "value/bias", "out/kernel", "out/bias",
-        )
-    }  # fmt: skip
+        for k in required + optional
+        if k in required or f"{prefix}/{k}" in params
+    }
     _, heads, dh = p["query/kernel"].shape
     if num_heads is not None and num_heads != heads:
         raise ValueError(f"num_heads={num_heads}, checkpoint has {heads}")
-    q = np.einsum("bnd,dhk->bnhk", x, p["query/kernel"]) + p["query/bias"]
-    k = np.einsum("bnd,dhk->bnhk", x, p["key/kernel"]) + p["key/bias"]
-    v = np.einsum("bnd,dhk->bnhk", x, p["value/kernel"]) + p["value/bias"]
+    q = np.einsum("bnd,dhk->bnhk", x, p["query/kernel"]) + p.get("query/bias", 0)
+    k = np.einsum("bnd,dhk->bnhk", x, p["key/kernel"]) + p.get("key/bias", 0)
+    v = np.einsum("bnd,dhk->bnhk", x, p["value/kernel"]) + p.get("value/bias", 0)
     q = q * dh**-0.5  # (B, N, H, dh)
     logits = np.einsum("bqhk,bshk->bhqs", q, k)  # (B, H, N, N)
     logits = logits - logits.max(axis=-1, keepdims=True)

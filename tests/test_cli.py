@@ -193,6 +193,90 @@ def test_num_classes_zero_is_headless_in_every_command():
         assert args.num_classes == 0
 
 
+def test_analyze_gives_every_option_a_help_text():
+    import argparse
+
+    from recipes import analyze
+
+    parser = analyze.build_parser()
+    bare = [
+        action.option_strings[-1]
+        for action in parser._actions
+        if action.option_strings
+        and (not action.help or action.help == argparse.SUPPRESS)
+    ]
+    assert bare == []  # Old: --max-images, --batch-size and 7 more.
+    text = parser.format_help()
+    for flag in ("--max-images", "--hessian-iterations", "--noise-bands", "--seed"):
+        assert flag in text
+
+
+def test_analyze_answers_bad_files_in_one_line(tmp_path):
+    """A damaged model or .npz: `error:` in one line; unreadable images:
+    skipped and listed, as training skips them."""
+    import zipfile
+
+    from PIL import Image
+
+    model = keras_vit.ViT("test/4", image_size=16, num_classes=2)
+    good = tmp_path / "model.keras"
+    model.save(good)
+    content = good.read_bytes()
+    truncated = tmp_path / "truncated.keras"
+    truncated.write_bytes(content[: len(content) // 2])
+    damaged = tmp_path / "damaged.keras"
+    with zipfile.ZipFile(good) as archive:
+        info = archive.getinfo("config.json")
+    start = info.header_offset + 30 + len(info.filename) + 10
+    damaged.write_bytes(content[:start] + b"\0" * 8 + content[start + 8 :])
+    images = tmp_path / "images"
+    for label in ("a", "b"):
+        (images / label).mkdir(parents=True)
+        for i in range(2):
+            pixels = np.full((16, 16, 3), 60 * i + 100 * (label == "b"), np.uint8)
+            Image.fromarray(pixels).save(images / label / f"{i}.png")
+    (images / "b" / "bad.png").write_bytes(b"\x89PNG\r\n\x1a\n cut short")
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "only.jpg").write_bytes(b"\xff\xd8 not a jpeg")
+    npz = tmp_path / "cut.npz"
+    np.savez(npz, images=np.zeros((4, 16, 16, 3), np.uint8))
+    npz.write_bytes(npz.read_bytes()[:100])
+
+    def analyze(model_file, source, out="out"):
+        paths = ["--model", str(model_file), "--images", str(source)]
+        return [
+            "recipes.analyze",
+            *paths,
+            "--out",
+            str(tmp_path / out),
+            "--only=filters",
+        ]
+
+    cases = {
+        # Old: "File not found" for a file that is there.
+        "truncated": (analyze(truncated, "digits"), "not a readable .keras file"),
+        # Old: a BadZipFile traceback.
+        "damaged": (analyze(damaged, "digits"), "cannot load"),
+        "no images": (analyze(good, broken), "unreadable: only.jpg"),
+        "cut npz": (analyze(good, npz), "cannot be read as an .npz file"),
+        "max images": (analyze(good, "digits") + ["--max-images", "0"],
+                       "--max-images: not a positive count: '0'"),
+    }  # fmt: skip
+    argvs = [argv for argv, _ in cases.values()] + [analyze(good, images, "kept")]
+    *results, kept = _run_all(argvs)
+    for (name, (_, expected)), result in zip(cases.items(), results, strict=True):
+        message = result["err"].strip()
+        assert result["code"] == cli.EXIT_USAGE, (name, result)
+        assert message.startswith("error: ") and "\n" not in message, (name, message)
+        assert expected in message and "not found" not in message, (name, message)
+    # Old: a PIL.UnidentifiedImageError traceback.
+    assert kept["code"] == 0, kept
+    assert "skipped 1 file(s)" in kept["err"] and "b/bad.png" in kept["err"]
+    assert "Traceback" not in kept["err"] and "4 images" in kept["out"]
+    assert (tmp_path / "kept" / "filters.png").exists()
+
+
 def test_every_command_reads_image_sizes_the_same_way():
     from recipes import analyze
     from recipes import convert

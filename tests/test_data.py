@@ -206,12 +206,14 @@ def test_image_folder_skips_and_counts_unreadable_files(tmp_path):
         _png(tmp_path / "train" / name / "a.png", 10)
         _png(tmp_path / "train" / name / "b.png", 250)
     (tmp_path / "train" / "dog" / "broken.jpg").write_bytes(b"\xff\xd8not a jpeg")
-    (tmp_path / "train" / "dog" / "notes.txt").write_text("ignored: not an image")
+    (tmp_path / "train" / "dog" / "notes.txt").write_text("skipped: not an image")
+    (tmp_path / "train" / "dog" / ".DS_Store").write_bytes(b"hidden: ignored")
 
     source = data.load_source(f"folder:{tmp_path}", "train")
     assert source.class_names == ("cat", "dog")
     assert source.num_examples == 4 and source.encoded
-    assert [os.path.basename(p) for p in source.skipped] == ["broken.jpg"]
+    skipped = [os.path.basename(p) for p in source.skipped]
+    assert skipped == ["broken.jpg", "notes.txt"]
     batches = list(data.eval_dataset(source, image_size=8, global_batch_size=8))
     images, labels = batches[0]
     assert images.shape == (4, 8, 8, 3)
@@ -249,4 +251,4 @@ def test_bad_splits_and_names_raise():
     with pytest.raises(ValueError, match="Cannot parse split"):
         data.parse_split("train[:x]")
     with pytest.raises(ValueError, match="selects no examples"):
-        data.load_source("digits", "test[400:]")
+        data.load_source("digits", "test[360:]")

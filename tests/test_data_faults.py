@@ -8,8 +8,12 @@ log, the length of the stream.
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import logging
 import os
+import re
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -29,11 +33,13 @@ def _png(path, value=0):
     Image.fromarray(np.full((10, 9, 3), value, np.uint8)).save(path)
 
 
-def _flat_folder(root, classes=("cat", "dog", "owl"), per_class=10):
-    """A class-per-folder dataset without split sub-folders."""
+def _flat_folder(root, classes=("cat", "dog", "owl"), per_class=10, offset=0):
+    """A class-per-folder dataset without split sub-folders; image `i` of
+    class `k` is the constant `20 * k + i + offset` (give other splits of
+    one dataset another `offset`: equal images are the same example)."""
     for label, name in enumerate(classes):
         for i in range(per_class):
-            _png(os.path.join(root, name, f"{i:02d}.png"), 20 * label + i)
+            _png(os.path.join(root, name, f"{i:02d}.png"), 20 * label + i + offset)
     return str(root)
 
 
@@ -64,7 +70,7 @@ def test_folder_without_the_split_is_an_error_naming_split_and_folder(tmp_path):
 
     # A folder with split sub-folders lacks the ones it does not have.
     _flat_folder(tmp_path / "split" / "train")
-    _flat_folder(tmp_path / "split" / "test", per_class=2)
+    _flat_folder(tmp_path / "split" / "test", per_class=2, offset=10)
     with pytest.raises(ValueError, match="no 'validation' split.*it has train, test"):
         data.load_source(f"folder:{tmp_path / 'split'}", "validation")
     test = data.load_source(f"folder:{tmp_path / 'split'}", "test")
@@ -91,7 +97,7 @@ def test_explicit_holdout_is_disjoint_complete_and_seeded(tmp_path):
 
 def test_check_disjoint_catches_a_planted_overlap(tmp_path):
     _flat_folder(tmp_path / "train")
-    _flat_folder(tmp_path / "test", per_class=2)
+    _flat_folder(tmp_path / "test", per_class=2, offset=10)
     planted = tmp_path / "test" / "dog" / "copy.png"
     os.symlink(tmp_path / "train" / "dog" / "03.png", planted)
     train = data.load_source(f"folder:{tmp_path}", "train")
@@ -158,6 +164,278 @@ def test_skipped_files_are_listed_once_each_by_path(tmp_path, caplog):
     assert sources[3].num_examples == 30
 
 
+# == Splits that disagree with each other =====================================
+
+# A solid colour per class: a fixed model reads the class off the image.
+_COLOURS = {
+    "apple": (1, 0, 0),
+    "banana": (0, 1, 0),
+    "cherry": (0, 0, 1),
+    "date": (1, 1, 0),
+}
+
+
+def _fruit_split(root, classes, per_class=2, shade=250):
+    """`root/<class>/<i>.png` of the class's colour; each split its own
+    `shade` (equal files in two splits would be one example)."""
+    for name in classes:
+        for i in range(per_class):
+            colour = np.asarray(_COLOURS[name], np.uint8) * (shade - i)
+            path = os.path.join(root, name, f"{i}.png")
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            Image.fromarray(np.broadcast_to(colour, (8, 8, 3)).copy()).save(path)
+
+
+def _colour_classifier(num_classes=3):
+    """Mean colour -> class: channel k votes for class k."""
+    import keras
+
+    model = keras.Sequential(
+        [
+            keras.Input((8, 8, 3)),
+            keras.layers.GlobalAveragePooling2D(),
+            keras.layers.Dense(num_classes, use_bias=False),
+        ]
+    )
+    model.layers[-1].set_weights([np.eye(3, num_classes, dtype="float32")])
+    model.compile(loss="categorical_crossentropy", metrics=["accuracy"])
+    return model
+
+
+def test_splits_with_other_classes_are_refused_naming_them(tmp_path):
+    _fruit_split(tmp_path / "train", ("apple", "banana", "cherry"))
+    _fruit_split(tmp_path / "test", ("banana", "cherry", "date"), shade=200)
+    _fruit_split(tmp_path / "validation", ("apple", "banana", "cherry", "date"), 1)
+    folder = f"folder:{tmp_path}"
+    train = data.load_source(folder, "train")
+    assert train.class_names == ("apple", "banana", "cherry")
+    expected = {
+        "test": "only in 'test': date; only in 'train': apple",
+        "test[:50%]": "only in 'test[:50%]': date; only in 'train': apple",
+        "validation": "only in 'validation': date; only in 'train': none",
+    }
+    for split, named in expected.items():
+        # Old: loaded, labels by sorted position (banana as apple, ...).
+        with pytest.raises(ValueError, match="different class folders") as info:
+            data.load_source(folder, split)
+        assert named in str(info.value) and "\n" not in str(info.value)
+
+    # Sources built elsewhere are compared by `check_disjoint` too.
+    digits = data.load_source("digits", "test[:10]")
+    renamed = dataclasses.replace(digits, class_names=tuple("abcdefghij"))
+    with pytest.raises(ValueError, match="different classes") as info:
+        data.check_disjoint(data.load_source("digits", "train"), renamed)
+    assert "only in 'digits:test[:10]': a, b, c" in str(info.value)
+    shuffled = dataclasses.replace(digits, class_names=tuple("1023456789"))
+    with pytest.raises(ValueError, match="same names in another order"):
+        data.check_disjoint(digits, shuffled)
+
+
+def test_a_split_without_some_classes_keeps_the_training_labels(tmp_path, caplog):
+    _fruit_split(tmp_path / "train", ("apple", "banana", "cherry"), per_class=3)
+    _fruit_split(tmp_path / "test", ("banana", "cherry"), shade=200)
+    _fruit_split(tmp_path / "validation", ("cherry",), shade=150)
+    folder = f"folder:{tmp_path}"
+    with caplog.at_level(logging.WARNING, logger=datasets.logger.name):
+        train = data.load_source(folder, "train")
+        test = data.load_source(folder, "test")
+        data.load_source(folder, "test")  # Said once.
+        validation = data.load_source(folder, "validation")
+    notes = [r.getMessage() for r in caplog.records if "class" in r.getMessage()]
+    assert len(notes) == 2, notes
+    assert "'test'" in notes[0] and "2 of the 'train' split's 3 classes" in notes[0]
+    assert "(none of apple)" in notes[0] and "matched by name" in notes[0]
+    for source in (test, validation):
+        assert source.class_names == train.class_names and source.num_classes == 3
+        data.check_disjoint(train, source)
+
+    # Each label is the training index of the image's folder name.
+    def labels_by_folder(source):
+        dataset = data.eval_dataset(source, image_size=8, global_batch_size=64)
+        labels = np.concatenate([y.numpy().argmax(1) for _, y in dataset])
+        folders = [os.path.basename(os.path.dirname(f)) for f in source.files]
+        return list(zip(folders, labels.tolist(), strict=True))
+
+    index = {name: i for i, name in enumerate(train.class_names)}
+    for source in (train, test, validation):
+        pairs = labels_by_folder(source)
+        assert pairs == [(name, index[name]) for name, _ in pairs]
+    assert {name for name, _ in labels_by_folder(test)} == {"banana", "cherry"}
+
+    # A model that reads the colour is right on every image of every split
+    # (old: 0.0 on the test split, whose banana was label 0, apple's).
+    model = _colour_classifier()
+    for source in (train, test, validation):
+        dataset = data.eval_dataset(source, image_size=8, global_batch_size=4)
+        assert model.evaluate(dataset, verbose=0, return_dict=True)["accuracy"] == 1.0
+
+
+def test_few_shot_pools_label_by_the_training_classes(tmp_path):
+    from recipes import fewshot
+
+    _fruit_split(tmp_path / "train", ("apple", "banana", "cherry"), per_class=3)
+    _fruit_split(tmp_path / "test", ("banana", "cherry"), shade=200)
+    train, test, _ = fewshot.few_shot_pools(
+        f"folder:{tmp_path}",
+        train_split="train",
+        test_split="test",
+        image_size=8,
+        channels=3,
+        shots=(1,),
+    )
+    for dataset in (train, test):
+        for images, labels in dataset:
+            # The brightest channel is the colour, hence the training class.
+            colours = images.numpy().mean(axis=(1, 2)).argmax(1)
+            np.testing.assert_array_equal(labels.numpy().argmax(1), colours)
+    assert sum(int(y.shape[0]) for _, y in test) == 4
+
+
+def test_an_empty_class_folder_is_an_error_naming_it(tmp_path):
+    _flat_folder(tmp_path / "train", per_class=2)
+    _flat_folder(tmp_path / "test", per_class=2, offset=10)
+    os.makedirs(tmp_path / "test" / "dog" / "nested")  # Not a class: fine.
+    os.makedirs(tmp_path / "train" / "emu")  # Empty.
+    (tmp_path / "train" / "yak").mkdir()
+    (tmp_path / "train" / "yak" / "scan.tiff").write_bytes(b"II*\x00")
+    (tmp_path / "train" / "yak" / ".DS_Store").write_bytes(b"")
+    folder = f"folder:{tmp_path}"
+    for split in ("train", "train[:50%]", "train[-1:]"):
+        # Old: 5 classes, two never seen, and the test split's labels out
+        # of step (a Keras shape error once training had started).
+        with pytest.raises(ValueError, match="class folder") as info:
+            data.load_source(folder, split)
+        message = str(info.value)
+        assert "emu, yak hold no image file" in message, message
+        assert "yak/scan.tiff" in message and "\n" not in message
+    shutil.rmtree(tmp_path / "train" / "emu")
+    shutil.rmtree(tmp_path / "train" / "yak")
+    assert data.load_source(folder, "train").num_classes == 3
+    os.makedirs(tmp_path / "test" / "cat" / "empty")  # Empty sub-folder: fine.
+    (tmp_path / "test" / "owl" / "00.png").unlink()
+    (tmp_path / "test" / "owl" / "01.png").unlink()
+    with pytest.raises(ValueError, match=r"'test'.*owl hold no image file"):
+        data.load_source(folder, "test")
+
+
+def test_a_class_of_unreadable_files_is_an_error_naming_it(tmp_path, caplog):
+    _flat_folder(tmp_path, per_class=4)
+    for name in ("00", "01", "02", "03"):
+        (tmp_path / "owl" / f"{name}.png").write_bytes(b"\x89PNG\r\n\x1a\nnot")
+    folder = f"folder:{tmp_path}"
+    for split in ("train", "train[:50%]", "train[50%:]"):
+        # Old: owl silently had no examples; a model of 3 classes trained on 2.
+        with pytest.raises(ValueError, match="no image of class folder") as info:
+            data.load_source(folder, split)
+        message = str(info.value)
+        assert "folder(s) owl can be read (e.g. owl/00.png)" in message
+        assert "\n" not in message
+    # One readable image keeps the class (and lists the others as skipped).
+    _png(str(tmp_path / "owl" / "03.png"), 99)
+    with caplog.at_level(logging.WARNING, logger=datasets.logger.name):
+        source = data.load_source(folder, "train")
+    assert source.num_examples == 9 and len(source.skipped) == 3
+    for split in ("train[:50%]", "train[50%:]"):  # Each half: owl is readable.
+        assert data.load_source(folder, split).num_classes == 3
+
+
+def test_check_disjoint_sees_hard_links_and_byte_identical_copies(tmp_path):
+    _flat_folder(tmp_path / "train", per_class=3)
+    _flat_folder(tmp_path / "test", per_class=2, offset=10)
+    # Old: both passed, each test file being another path.
+    os.link(tmp_path / "train" / "cat" / "01.png", tmp_path / "test" / "cat" / "h.png")
+    shutil.copy(
+        tmp_path / "train" / "owl" / "02.png", tmp_path / "test" / "dog" / "c.png"
+    )
+    train = data.load_source(f"folder:{tmp_path}", "train")
+    test = data.load_source(f"folder:{tmp_path}", "test")
+    with pytest.raises(ValueError, match="share 2 file") as info:
+        data.check_disjoint(train, test)
+    message = str(info.value)
+    assert f"under {tmp_path}, e.g. " in message and "\n" not in message
+    assert "test/cat/h.png (same file as train/cat/01.png)" in message
+    assert "test/dog/c.png (same content as train/owl/02.png)" in message
+
+    # Equal sizes, equal first and last 8 KiB, one byte apart in the middle:
+    # different images. Files are compared by content, not by name or size.
+    def source(name, paths):
+        return data.ImageSource(None, len(paths), 1, ("x",), name=name, files=paths)
+
+    rng = np.random.default_rng(0)
+    body = rng.integers(0, 256, 40_000, dtype=np.uint8)
+    paths = {}
+    for name, flip in (("a", None), ("b", 20_000), ("same", None), ("small", None)):
+        content = body.copy()
+        if flip is not None:
+            content[flip] ^= 1
+        if name == "small":
+            content = content[:100]
+        paths[name] = tmp_path / f"{name}.bin"
+        paths[name].write_bytes(content.tobytes())
+    data.check_disjoint(
+        source("a", (str(paths["a"]),)), source("b", (str(paths["b"]),))
+    )
+    data.check_disjoint(
+        source("a", (str(paths["a"]),)), source("small", (str(paths["small"]),))
+    )
+    with pytest.raises(ValueError, match=r"share 1 file.*same content as a\.bin"):
+        data.check_disjoint(
+            source("a", (str(paths["a"]), str(paths["b"]))),
+            source("same", (str(paths["same"]),)),
+        )
+
+
+def test_webp_is_read_and_tiff_is_listed_as_skipped(tmp_path, caplog):
+    _flat_folder(tmp_path, per_class=2)
+    pixels = np.zeros((6, 5, 3), np.uint8)
+    pixels[..., 1] = 77
+    Image.fromarray(pixels).save(tmp_path / "cat" / "w.webp", lossless=True)
+    Image.fromarray(pixels).save(tmp_path / "dog" / "t.tiff")
+    Image.fromarray(pixels).save(tmp_path / "dog" / "t2.TIF")
+    (tmp_path / "owl" / "labels.csv").write_text("not an image\n")
+    with caplog.at_level(logging.WARNING, logger=datasets.logger.name):
+        source = data.load_source(f"folder:{tmp_path}", "train")
+    # Old: 6 examples, and the other three files ignored without a word.
+    assert source.num_examples == 7
+    webp = source.files.index(str(tmp_path / "cat" / "w.webp"))
+    assert sorted(os.path.basename(p) for p in source.skipped) == [
+        "labels.csv",
+        "t.tiff",
+        "t2.TIF",
+    ]
+    text = "\n".join(record.getMessage() for record in caplog.records)
+    assert "not readable images of a format TensorFlow decodes" in text
+    for name in ("dog/t.tiff", "dog/t2.TIF", "owl/labels.csv"):
+        assert name in text
+    dataset = data.eval_dataset(source, image_size=(6, 5), global_batch_size=8)
+    images = np.concatenate([x.numpy() for x, _ in dataset])
+    np.testing.assert_allclose(images[webp], (pixels - 127.5) / 127.5, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "split, words",
+    [
+        ("train[:200%]", "slices at 200%"),
+        ("train[-150%:]", "slices at -150%"),
+        ("train[:5000]", "slices at example 5000, outside the 30 examples"),
+        ("train[-31:]", "slices at example -31, outside the 30 examples"),
+        ("train[20:10]", "selects no examples"),
+    ],
+)
+def test_impossible_slices_are_refused(tmp_path, split, words):
+    flat = _flat_folder(tmp_path)
+    # Old: every one but the last was read as the whole split.
+    with pytest.raises(ValueError, match=re.escape(words)) as info:
+        data.load_source(f"folder:{flat}", split)
+    assert "\n" not in str(info.value)
+    if "%" in split:
+        with pytest.raises(ValueError, match=re.escape(words)):
+            data.load_source("digits", split)
+        with pytest.raises(ValueError, match=re.escape(words)):  # Before TFDS.
+            data.load_source("tfds:cifar10", split, data_dir=str(tmp_path / "no"))
+        assert not (tmp_path / "no").exists()
+
+
 # == TFDS offline =============================================================
 
 
@@ -180,6 +458,9 @@ def test_tfds_offline_fails_fast_and_leaves_nothing(
     message = str(info.value)
     assert "'cifar10'" in message and str(data_dir) in message
     assert "tfds build cifar10" in message and "\n" not in message
+    # A ValueError too: the commands answer it in one line (see below).
+    assert isinstance(info.value, data.DatasetError)
+    assert isinstance(info.value, ValueError)
     assert knocks == [1]
     assert _tree(data_dir) == before
 
@@ -222,6 +503,92 @@ def test_tfds_unknown_name_is_one_line():
     ) as info:
         data.load_source("tfds:no_such_set_42", "train")
     assert "\n" not in str(info.value)
+    assert isinstance(info.value, data.DatasetError)
+    assert isinstance(info.value, ValueError)
+
+
+# Runs `recipes.train` command lines in one process without network (the
+# probe answers "unreachable") and prints, per line, its exit code, stdout
+# and stderr.
+_TRAIN_OFFLINE = """
+import contextlib, io, json, sys
+from keras_vit.data import datasets
+from recipes import train
+
+datasets.check_download = lambda *args, **kwargs: False
+for line in sys.stdin:
+    argv = json.loads(line)
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            train.main(argv)
+            code = 0
+        except SystemExit as exit:
+            code = exit.code
+        except BaseException:
+            import traceback
+            traceback.print_exc()
+            code = "raised"
+    print(json.dumps({"code": code, "out": out.getvalue(), "err": err.getvalue()}))
+"""
+
+
+def test_train_command_answers_data_faults_in_one_line(tmp_path):
+    """Each fault: `error: <one line>`, exit 2, before any model is built."""
+    mixed, empty, unreadable = (tmp_path / n for n in ("mixed", "empty", "bad"))
+    _fruit_split(mixed / "train", ("apple", "banana", "cherry"))
+    _fruit_split(mixed / "test", ("banana", "cherry", "date"), shade=200)
+    _flat_folder(empty / "train", per_class=2)
+    _flat_folder(empty / "test", per_class=2, offset=10)
+    (empty / "test" / "emu").mkdir()
+    _flat_folder(unreadable / "train", per_class=2)
+    _flat_folder(unreadable / "test", per_class=2, offset=10)
+    for name in ("00.png", "01.png"):
+        (unreadable / "train" / "dog" / name).write_bytes(b"\xff\xd8 not a jpeg")
+    tfds_dir = tmp_path / "tfds"
+    cases = {
+        f"folder:{mixed}": "only in 'test': date; only in 'train': apple",
+        f"folder:{empty}": "'test': class folder(s) emu hold no image file",
+        f"folder:{unreadable}": "no image of class folder(s) dog can be read",
+        "tfds:no_such_set_42": "Unknown TFDS dataset 'no_such_set_42'",
+        "cifar10": "storage.googleapis.com cannot be reached to download it",
+        "digits": "slices at 200%",
+    }
+    lines = []
+    for dataset in cases:
+        split = "train[:200%]" if dataset == "digits" else "train"
+        lines.append(
+            [
+                "--config=digits",
+                f"--set=dataset={dataset}",
+                f"--set=train_split={split}",
+                "--set=val_split=None",
+                f"--set=data_dir={tfds_dir}",
+                f"--set=workdir={tmp_path / 'run'}",
+                "--set=global_batch_size=2",
+                "--set=epochs=1",
+            ]
+        )
+    result = subprocess.run(
+        [sys.executable, "-c", _TRAIN_OFFLINE],
+        input="\n".join(map(json.dumps, lines)) + "\n",
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    reports = [json.loads(line) for line in result.stdout.splitlines()]
+    for (dataset, words), report in zip(cases.items(), reports, strict=True):
+        # Old: a traceback (TFDS, and a Keras shape error after training had
+        # started for the empty class), or a finished run on misaligned
+        # labels (exit 0).
+        errors = [x for x in report["err"].splitlines() if x.startswith("error: ")]
+        assert report["code"] == 2, (dataset, report)
+        assert len(errors) == 1 and words in errors[0], (dataset, report["err"])
+        assert "Traceback" not in report["err"], report["err"]
+        assert "Model:" not in report["out"]  # Refused before building one.
+    assert not tfds_dir.exists()
 
 
 def test_check_download_answers_within_its_timeout():

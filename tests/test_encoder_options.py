@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import keras
 import numpy as np
 import pytest
 
@@ -22,6 +23,7 @@ KITCHEN_SINK = EncoderOptions(
     num_registers=2,
     no_embed_class=True,
     qk_norm=True,
+    qkv_bias=False,
     layer_scale_init=1e-5,
     mlp="swiglu",
     gelu_approximate=True,
@@ -144,6 +146,7 @@ def test_option_names_are_the_fields():
 
 FAMILY_OPTIONS = [
     "qk_norm=true",
+    "qkv_bias=false",
     "num_registers=2",
     "layer_scale_init=1e-5",
     "no_embed_class=yes",
@@ -195,3 +198,33 @@ def test_masked_pretraining_with_every_family_option_fine_tunes_from_its_encoder
     tuned = train.main(argv)
     assert (tmp_path / "tune" / "final.keras").exists()
     assert 0.0 <= tuned["test"]["accuracy"] <= 1.0
+
+
+def test_any_size_can_be_spelled_as_a_variant():
+    from keras_vit.models.variants import custom_spec
+    from keras_vit.models.variants import parse_variant
+
+    spec = parse_variant("192x12x768x3/2")  # Park & Kim's CIFAR ViT-Ti.
+    assert spec == custom_spec(2, hidden_dim=192, depth=12, mlp_dim=768, num_heads=3)
+    assert (spec.patch_size, spec.total_stride, spec.name) == (
+        2,
+        2,
+        "vit_192x12x768x3_p2",
+    )
+    model = keras_vit.ViT("32x2x64x2/4", image_size=16, num_classes=3)
+    reference = keras_vit.ViT("test/4", image_size=16, num_classes=3)
+    assert model.count_params() == reference.count_params()
+    for bad in ("96x6x192x5/4", "0x1x1x1/2", "96x6/4"):
+        with pytest.raises(ValueError, match="96x6|0x1x1x1|Unknown variant"):
+            parse_variant(bad)
+
+
+def test_park_and_kim_cifar_vit_ti_has_their_parameter_count():
+    # xxxnell/how-do-vits-work's CIFAR ViT-Ti: timm's VisionTransformer at 32
+    # px, patch 2, width 192, depth 12, 3 heads, qkv_bias=False (5,403,172
+    # parameters with 100 classes, counted from their code).
+    with keras.StatelessScope(initialize_variables=False):
+        model = keras_vit.ViT(
+            "192x12x768x3/2", image_size=32, num_classes=100, qkv_bias=False
+        )
+        assert model.count_params() == 5_403_172

@@ -2,8 +2,9 @@
 
 Each test injects the fault: a umask and a reader of another uid, a SIGKILL
 in the middle of an export, a version name TF Serving does not serve,
-requests of the wrong shape, and the server's own reading of the warm-up and
-batching files (with the `tensorflow-serving-api` protos).
+requests of the wrong shape or with NaN and infinite pixels, and the
+server's own reading of the warm-up and batching files (with the
+`tensorflow-serving-api` protos).
 """
 
 from __future__ import annotations
@@ -291,6 +292,33 @@ def test_each_signature_says_what_shape_it_expected(exported, tmp_path):
     assert f"{bytes_expected} (2, 1)" in report["serving_bytes/rank 2"]
     assert report["serving_bytes/rank 0/next"] is None
     assert report["serving_bytes/rank 2/next"] is None
+
+
+# serving_float refuses NaN and infinity. ---------------------------------------
+
+
+def test_serving_float_refuses_non_finite_pixels(model, exported):
+    serve = tf.saved_model.load(str(exported)).signatures["serving_float"]
+    good = np.random.default_rng(3).uniform(0, 255, (2, SIZE, SIZE, 3))
+    good = good.astype(np.float32)
+    logits = model(normalize(good)).numpy()
+    expected = "serving_float: expected finite images (pixel values in [0, 255]), got"
+    planted = {
+        "1 NaN and 0 infinite": [np.nan],
+        "0 NaN and 1 infinite": [np.inf],
+        "0 NaN and 2 infinite": [-np.inf, np.inf],
+        "2 NaN and 1 infinite": [np.nan, -np.inf, np.nan],
+    }
+    for counted, values in planted.items():
+        bad = good.copy()
+        for i, value in enumerate(values):
+            bad[1, i, 2 * i, i % 3] = value
+        with pytest.raises(tf.errors.InvalidArgumentError) as info:
+            serve(images=tf.constant(bad))  # Answered with NaN scores before.
+        assert f"{expected} {counted} value(s)" in info.value.message
+        # The server goes on: the next request is answered as usual.
+        out = serve(images=tf.constant(good))
+        np.testing.assert_allclose(out["logits"], logits, atol=1e-4)
 
 
 # The warm-up file, read back as TF Serving reads it. ---------------------------

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import warnings
 
@@ -166,6 +167,99 @@ def test_lora_adapter_file_faults_leave_the_model_unchanged(tmp_path):
     np.testing.assert_array_equal(_predict(target), before)
 
 
+def _adapter_file(path, seed=0, variant="test/4", size=SIZE, **lora):
+    lora = {"rank": 4, "alpha": 8, **lora}
+    keras.utils.set_random_seed(seed)
+    model = keras_vit.ViT(variant, image_size=size, num_classes=CLASSES)
+    randomize(model, seed=seed)
+    finetune.enable_lora(model, **lora)
+    _perturb_adapters(model)
+    finetune.save_lora_weights(model, str(path))
+    return model
+
+
+def test_lora_adapters_refuse_another_base_model(tmp_path):
+    """Adapters whose shapes fit but whose base model differs are refused."""
+    cases = {
+        # Same width, same 4x4 grid, another patch: every shape fits.
+        "patch": (
+            dict(variant="test/8", size=2 * SIZE),
+            "patch_size: file (8, 8), model (4, 4)",
+        ),
+        "grid": (dict(size=2 * SIZE), "grid_size: file (8, 8), model (4, 4)"),
+        "alpha": (dict(alpha=16), "lora alpha: file 16.0, model 8.0"),
+        "targets": (
+            dict(targets=("query", "value")),
+            "lora targets: file ('query', 'value'), model ('query', 'key')",
+        ),
+    }
+    for name, (saved_as, difference) in cases.items():
+        path = tmp_path / f"{name}.npz"
+        _adapter_file(path, **saved_as)
+        targets = ("query", "key") if name == "targets" else ("qkv", "out", "mlp")
+        target = _model()
+        finetune.enable_lora(target, rank=4, alpha=8, targets=targets)
+        before = [w.numpy().copy() for w in target.weights]
+        with pytest.raises(ValueError) as info:
+            finetune.load_lora_weights(target, str(path))
+        message = str(info.value)
+        assert "was saved from another base model" in message, name
+        assert difference in message, (name, message)
+        assert "No weight was changed" in message and "\n" not in message
+        for old, new in zip(before, target.weights, strict=True):
+            np.testing.assert_array_equal(old, new.numpy())
+
+
+def test_lora_adapters_on_other_base_weights_load_with_a_warning(tmp_path):
+    path = tmp_path / "adapters.npz"
+    source = _adapter_file(path, seed=0)
+    other = _model(seed=5)  # same architecture, other base weights
+    finetune.enable_lora(other, rank=4, alpha=8)
+    with pytest.warns(UserWarning, match="base weights .* differ"):
+        finetune.load_lora_weights(other, str(path))
+    for a, b in zip(
+        finetune.lora_variables(other).values(),
+        finetune.lora_variables(source).values(),
+        strict=True,
+    ):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+    same = _model(seed=0)
+    finetune.enable_lora(same, rank=4, alpha=8)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)  # the same base: no warning
+        finetune.load_lora_weights(same, str(path))
+    np.testing.assert_array_equal(_predict(same), _predict(source))
+
+
+def test_adapter_files_without_a_record_load_with_a_warning(tmp_path):
+    path = tmp_path / "adapters.npz"
+    source = _adapter_file(path)
+    with np.load(path) as file:  # the variables alone (their paths hold "/")
+        arrays = {k: file[k] for k in file.files if "/" in k}
+    older = tmp_path / "older.npz"
+    np.savez(older, **arrays)  # a file without the base-model record
+    target = _model()
+    finetune.enable_lora(target, rank=4, alpha=8)
+    with pytest.warns(UserWarning, match="does not record the base model"):
+        finetune.load_lora_weights(target, str(older))
+    np.testing.assert_array_equal(_predict(target), _predict(source))
+    # What the record holds.
+    with np.load(path) as file:
+        record = json.loads(str(file[finetune.lora.RECORD_KEY]))
+    assert record["architecture"] == {
+        "name": "ViT-test/4", "hidden_dim": 32, "depth": 2, "num_heads": 2,
+        "mlp_dim": 64, "patch_size": [4, 4], "backbone": None,
+    }  # fmt: skip
+    assert record["grid_size"] == [4, 4] and record["num_prefix_tokens"] == 1
+    assert record["lora"] == {
+        "rank": 4, "alpha": 8.0, "targets": ["query", "key", "value", "out", "mlp"]
+    }  # fmt: skip
+    # A record that is not one is refused, not ignored.
+    np.savez(older, **arrays, **{finetune.lora.RECORD_KEY: np.array("[1, 2]")})
+    with pytest.raises(ValueError, match="not a readable adapter file"):
+        finetune.load_lora_weights(target, str(older))
+
+
 def test_lora_save_is_complete_or_absent(tmp_path, monkeypatch):
     model = _model()
     finetune.enable_lora(model, rank=4, alpha=8)
@@ -305,6 +399,76 @@ def test_lora_on_a_quantized_model_trains_and_saves_merged(tmp_path):
     assert error < 0.03, error
 
 
+# -- attention without query/key/value biases ---------------------------------------
+
+
+def _attention_model(seed=0):
+    keras.utils.set_random_seed(seed)
+    inputs = keras.Input((5, 8))
+    outputs = MultiHeadSelfAttention(2, qkv_bias=False, name="attention")(inputs)
+    model = keras.Model(inputs, outputs)
+    randomize(model, seed=seed)
+    return model
+
+
+TOKENS = np.random.default_rng(5).normal(size=(3, 5, 8)).astype("float32")
+
+
+def test_lora_and_merge_without_qkv_bias(tmp_path):
+    model = _attention_model()
+    layer = model.get_layer("attention")
+    layer.enable_lora(2, 4.0)
+    assert [w.name for w in layer.trainable_weights] == [
+        "out_bias",
+        "qkv_lora_kernel_a",
+        "qkv_lora_kernel_b",
+        "out_lora_kernel_a",
+        "out_lora_kernel_b",
+    ]
+    before = _predict(model, TOKENS)
+    _perturb_adapters(model)
+    adapted = _predict(model, TOKENS)
+    assert np.abs(adapted - before).max() > 1e-2
+    plain = finetune.merge_lora(model)
+    assert [w.name for w in plain.weights] == ["qkv_kernel", "out_kernel", "out_bias"]
+    np.testing.assert_allclose(_predict(plain, TOKENS), adapted, atol=1e-5, rtol=0)
+    model.save(tmp_path / "adapted.keras")
+    loaded = keras.saving.load_model(tmp_path / "adapted.keras")
+    assert loaded.get_layer("attention").qkv_bias is None
+    np.testing.assert_allclose(_predict(loaded, TOKENS), adapted, atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize(("mode", "tolerance"), [("int8", 0.03), ("int4", 0.35)])
+def test_quantize_without_qkv_bias_saves_and_takes_lora(tmp_path, mode, tolerance):
+    model = _attention_model()
+    reference = _predict(model, TOKENS)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # The input layer has no quantize.
+        model.quantize(mode)
+    layer = model.get_layer("attention")
+    assert layer.quantization_mode == mode and layer.qkv_bias is None
+    assert sorted(w.name for w in layer.weights) == [
+        "out_bias",
+        "out_kernel",
+        "out_kernel_scale",
+        "qkv_kernel",
+        "qkv_kernel_scale",
+    ]
+    out = _predict(model, TOKENS)
+    error = np.abs(out - reference).max() / np.abs(reference).max()
+    assert 0 < error < tolerance, error
+    model.save(tmp_path / "quantized.keras")
+    loaded = keras.saving.load_model(tmp_path / "quantized.keras")
+    np.testing.assert_array_equal(_predict(loaded, TOKENS), out)
+    layer.enable_lora(2, 4.0, targets=("query", "out"))
+    _perturb_adapters(model)
+    adapted = _predict(model, TOKENS)
+    model.save(tmp_path / "qlora.keras")
+    merged = _predict(keras.saving.load_model(tmp_path / "qlora.keras"), TOKENS)
+    error = np.abs(merged - adapted).max() / np.abs(adapted).max()
+    assert error < tolerance, error
+
+
 # -- layer-wise learning-rate decay ----------------------------------------------
 
 
@@ -407,7 +571,7 @@ def test_remat_trains_the_same_in_a_compiled_step_and_refuses_dropout():
         losses[remat] = [float(model.train_on_batch(X, labels)) for _ in range(3)]
     np.testing.assert_allclose(losses[True], losses[False], rtol=1e-6)
     assert losses[True][0] != losses[True][2]  # It trained.
-    with pytest.raises(ValueError, match="remat=True.*drop_path_rate"):
+    with pytest.raises(ValueError, match="`remat` needs dropout_rate.*drop_path_rate"):
         keras_vit.ViT("test/4", image_size=SIZE, remat=True, drop_path_rate=0.1)
 
 

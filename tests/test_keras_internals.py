@@ -30,11 +30,12 @@ from keras_vit.keras_internals import ClipGradientsHook
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def _probe(holds: bool, assumption: str, user: str) -> None:
+def _probe(holds: bool, assumption: str, user: str, where: str | None = None) -> None:
     if not holds:
+        where = where or f"keras_vit.keras_internals.{user}"
         pytest.fail(
             f"Keras {keras.__version__}: {assumption} no longer holds; "
-            f"keras_vit.keras_internals.{user} relies on it.",
+            f"{where} relies on it.",
             pytrace=False,
         )
 
@@ -430,3 +431,249 @@ def test_deferred_variables_are_those_of_a_stateless_scope_and_can_be_set():
         assert keras_internals.deferred_variables() == []
     finally:
         keras_internals.set_deferred_variables(before)
+
+
+# --- a built layer's state (state_unlocked, mark_quantized) -------------------------
+
+
+def _built_dense(units=3, inputs=2, **kwargs):
+    layer = keras.layers.Dense(units, **kwargs)
+    layer.build((None, inputs))
+    return layer
+
+
+def test_state_unlocked_lets_a_built_layer_add_tracked_variables():
+    layer = _built_dense()
+    with pytest.raises(ValueError):
+        layer.add_weight(name="extra", shape=(2,))  # Keras locks a built layer.
+    with keras_internals.state_unlocked(layer):
+        extra = layer.add_weight(name="extra", shape=(2,))
+    _probe(
+        any(v is extra for v in layer.weights),
+        "a variable added while `layer._tracker` is unlocked is tracked",
+        "state_unlocked",
+    )
+    locked = False
+    try:
+        layer.add_weight(name="more", shape=(2,))
+    except ValueError:
+        locked = True
+    _probe(locked, "`layer._tracker.lock()` locks the state again", "state_unlocked")
+
+
+def test_state_unlocked_keeps_an_unlocked_state_unlocked_and_refuses_no_tracker():
+    class Building(keras.layers.Layer):
+        def build(self, input_shape):
+            with keras_internals.state_unlocked(self):
+                self.a = self.add_weight(name="a", shape=(2,))
+            self.b = self.add_weight(name="b", shape=(2,))  # still unlocked
+
+    layer = Building()
+    layer.build((None, 2))
+    assert [v.name for v in layer.weights] == ["a", "b"]
+    with pytest.raises(RuntimeError, match=f"Keras {keras.__version__} has no"):
+        with keras_internals.state_unlocked(object()):
+            pass
+
+
+class _Recording(keras.layers.Layer):
+    """A layer whose quantize and quantized call only record that they ran."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.quantized = []
+
+    def build(self, input_shape):
+        self.kernel = self.add_weight(name="kernel", shape=(input_shape[-1], 2))
+        if self.quantization_mode is not None:
+            keras_internals.mark_quantized(self)
+
+    def call(self, inputs):
+        return keras.ops.matmul(inputs, self.kernel)
+
+    def quantize(self, mode=None, type_check=True, config=None):
+        self.quantized.append(mode)
+        keras_internals.mark_quantized(self)
+
+    def quantized_call(self, inputs):
+        return keras.ops.zeros((inputs.shape[0], 2)) - 1.0
+
+
+def test_mark_quantized_is_what_keras_reads_before_quantizing_a_layer():
+    layer = _Recording()
+    layer.build((None, 3))
+    layer.dtype_policy = "int8_from_float32"  # a built float layer: quantized
+    _probe(
+        layer.quantized == ["int8"],
+        "assigning a quantized dtype policy to a built layer that is not "
+        f"`_is_quantized` calls `layer.quantize(mode)` (calls: {layer.quantized})",
+        "mark_quantized",
+    )
+    marked = _Recording(dtype="int8_from_float32")
+    marked.build((None, 3))
+    marked.dtype_policy = "int8_from_float32"
+    _probe(
+        marked.quantized == [],
+        "a layer with `_is_quantized = True` is not quantized again when its "
+        "dtype policy is assigned",
+        "mark_quantized",
+    )
+    with pytest.raises(ValueError, match="already quantized"):
+        marked.quantize("int8")  # Keras's wrapper of `quantize` reads the flag
+
+
+def test_keras_calls_quantized_call_for_a_layer_with_a_quantized_policy():
+    x = np.ones((2, 3), "float32")
+    plain, quantized = _Recording(), _Recording(dtype="int8_from_float32")
+    _probe(
+        np.all(np.asarray(plain(x)) != -1.0)
+        and np.array_equal(np.asarray(quantized(x)), -np.ones((2, 2))),
+        "`Layer.__call__` runs `quantized_call` instead of `call` when the "
+        "layer's dtype policy has a quantization mode",
+        "mark_quantized",
+        where="MultiHeadSelfAttention.quantized_call (layers/attention_adapters.py)",
+    )
+
+
+# --- every sublayer (flatten_layers) ------------------------------------------------
+
+
+def test_flatten_layers_reaches_every_sublayer_once():
+    model = tiny_model(qk_norm=True)
+    found = keras_internals.flatten_layers(model)
+    block = model.get_layer("encoderblock_0")
+    wanted = [model, block, block.attention, block.attention.query_norm]
+    _probe(
+        found[0] is model and all(any(f is w for f in found) for w in wanted),
+        "`_flatten_layers(include_self=True, recursive=True)` yields the model "
+        "first, then every layer at any depth",
+        "flatten_layers",
+    )
+    own = [v for layer in found for v in keras_internals.own_variables(layer)]
+    assert sorted(id(v) for v in own) == sorted(id(v) for v in model.weights)
+    assert len({id(layer) for layer in found}) == len(found)
+
+
+# --- keras.layers.Dense (dense_kernel_variable, plain_dense_weights) ------------------
+
+
+def test_dense_kernel_variable_is_the_variable_under_the_lora_merged_kernel():
+    layer = _built_dense(units=4, inputs=3)
+    plain = keras_internals.dense_kernel_variable(layer)
+    _probe(
+        isinstance(plain, keras.Variable) and plain is layer.kernel,
+        "`Dense.kernel` is the variable named 'kernel' without LoRA",
+        "dense_kernel_variable",
+    )
+    layer.enable_lora(2, lora_alpha=4)
+    layer.lora_kernel_b.assign(np.ones((2, 4), "float32"))
+    kernel = keras_internals.dense_kernel_variable(layer)
+    merged = np.asarray(kernel) + 2.0 * np.asarray(layer.lora_kernel_a) @ np.ones(
+        (2, 4)
+    )
+    _probe(
+        kernel is plain and np.allclose(np.asarray(layer.kernel), merged, atol=1e-6),
+        "with LoRA, `Dense.kernel` is the variable plus (alpha / rank) A B",
+        "dense_kernel_variable",
+    )
+    with pytest.raises(RuntimeError, match="kernel variable"):
+        keras_internals.dense_kernel_variable(keras.layers.Dropout(0.1))
+
+
+@pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])
+def test_plain_dense_call_is_one_matmul_and_a_bias_add(policy):
+    layer = _built_dense(units=4, inputs=3, dtype=policy)
+    layer.bias.assign(np.arange(4, dtype="float32"))
+    dtype = layer.compute_dtype
+    weights = keras_internals.plain_dense_weights(layer, dtype)
+    _probe(
+        weights is not None and [v.name for v in weights] == ["kernel", "bias"],
+        "a built `keras.layers.Dense` has exactly the variables 'kernel' and "
+        f"'bias' (found {[v.name for v in layer.weights]})",
+        "plain_dense_weights",
+    )
+    x = keras.ops.convert_to_tensor(np.random.default_rng(0).normal(size=(5, 3)), dtype)
+    kernel, bias = (keras.ops.cast(v, dtype) for v in weights)
+    by_hand = keras.ops.add(keras.ops.matmul(x, kernel), bias)
+    _probe(
+        np.array_equal(
+            np.asarray(keras.ops.cast(layer(x), "float32")),
+            np.asarray(keras.ops.cast(by_hand, "float32")),
+        ),
+        "`Dense.call` on a plain float Dense is `x @ kernel + bias` in the "
+        "compute dtype",
+        "plain_dense_weights",
+    )
+
+
+def _dense_states():
+    """Dense layers in every state the fused MLP path must not bypass."""
+
+    def lora():
+        layer = _built_dense()
+        layer.enable_lora(1)
+        return layer
+
+    def quantized(mode):
+        def make():
+            layer = _built_dense(units=4, inputs=4)
+            layer.quantize(mode)
+            return layer
+
+        return make
+
+    def future_mode():
+        # A state a later Keras might add: one more variable that `call` reads.
+        layer = _built_dense()
+        with keras_internals.state_unlocked(layer):
+            layer.add_weight(name="future_scale", shape=(3,))
+        return layer
+
+    class Subclass(keras.layers.Dense):
+        pass
+
+    def subclass():
+        layer = Subclass(3)
+        layer.build((None, 2))
+        return layer
+
+    return {
+        "lora": lora,
+        "int8": quantized("int8"),
+        "int4": quantized("int4"),
+        "float8": quantized("float8"),
+        "future_mode": future_mode,
+        "subclass": subclass,
+        "unbuilt": lambda: keras.layers.Dense(3),
+        "relu": lambda: _built_dense(activation="relu"),
+        "no_bias": lambda: _built_dense(use_bias=False),
+        "regularizer": lambda: _built_dense(kernel_regularizer="l2"),
+        "constraint": lambda: _built_dense(bias_constraint="non_neg"),
+        "bfloat16_inputs": lambda: _built_dense(dtype="float32"),
+    }
+
+
+@pytest.mark.parametrize("state", sorted(_dense_states()))
+def test_plain_dense_weights_refuses_every_other_state(state):
+    layer = _dense_states()[state]()
+    dtype = "bfloat16" if state == "bfloat16_inputs" else "float32"
+    assert keras_internals.plain_dense_weights(layer, dtype) is None
+
+
+# --- the optimizer's variables (optimizer_variable_index) ----------------------------
+
+
+def test_optimizer_variable_index_is_the_position_in_the_built_list():
+    variables = [
+        keras.Variable(np.zeros(n, "float32"), name=f"v{n}") for n in (1, 2, 3)
+    ]
+    optimizer = keras.optimizers.SGD(momentum=0.9)
+    optimizer.build(variables)
+    found = [keras_internals.optimizer_variable_index(optimizer, v) for v in variables]
+    _probe(
+        found == [0, 1, 2],
+        f"`Optimizer._get_variable_index` gives the build order (found {found})",
+        "optimizer_variable_index",
+    )
+    with pytest.raises(RuntimeError, match="_get_variable_index"):
+        keras_internals.optimizer_variable_index(object(), variables[0])

@@ -1,5 +1,7 @@
 """Behaviour and numbers of each layer, checked against NumPy."""
 
+from pathlib import Path
+
 import keras
 import numpy as np
 import pytest
@@ -9,6 +11,8 @@ from helpers import images
 
 from keras_vit import layers
 from keras_vit.layers.transformer_block import gelu
+
+FIXTURES = Path(__file__).parent / "fixtures"
 
 
 def _random(shape, seed=0, scale=1.0):
@@ -99,7 +103,7 @@ def test_position_embedding_resampled_keeps_class_row():
 # --- attention and the Transformer block -------------------------------------
 
 
-def _reference_block_params(dim=8, heads=2, mlp=16, seed=0):
+def _reference_block_params(dim=8, heads=2, mlp=16, seed=0, qkv_bias=True):
     params = reference.make_vit_checkpoint(
         hidden_dim=dim,
         depth=1,
@@ -108,6 +112,7 @@ def _reference_block_params(dim=8, heads=2, mlp=16, seed=0):
         patch_size=4,
         image_size=(8, 8),
         seed=seed,
+        qkv_bias=qkv_bias,
     )
     return params
 
@@ -118,15 +123,12 @@ def _set_block(block, params):
     block.norm_1.set_weights(
         [params[p + "LayerNorm_0/scale"], params[p + "LayerNorm_0/bias"]]
     )
+    qkv = ("query", "key", "value")
+    attention = [np.stack([params[mha + n + "/kernel"] for n in qkv], 1)]
+    if block.attention.qkv_bias is not None:
+        attention.append(np.stack([params[mha + n + "/bias"] for n in qkv], 0))
     block.attention.set_weights(
-        [
-            np.stack(
-                [params[mha + n + "/kernel"] for n in ("query", "key", "value")], 1
-            ),
-            np.stack([params[mha + n + "/bias"] for n in ("query", "key", "value")], 0),
-            params[mha + "out/kernel"],
-            params[mha + "out/bias"],
-        ]
+        [*attention, params[mha + "out/kernel"], params[mha + "out/bias"]]
     )
     block.norm_2.set_weights(
         [params[p + "LayerNorm_2/scale"], params[p + "LayerNorm_2/bias"]]
@@ -186,6 +188,60 @@ def test_attention_scores_path_equals_fused_path_and_reference():
         return_weights=True,
     )
     np.testing.assert_allclose(scores, expected_scores, atol=1e-5)
+
+
+@pytest.mark.parametrize("training", [False, True])
+def test_block_without_qkv_bias_matches_reference(training):
+    params = _reference_block_params(qkv_bias=False)
+    assert not [k for k in params if k.endswith(("query/bias", "value/bias"))]
+    block = layers.TransformerBlock(num_heads=2, mlp_dim=16, qkv_bias=False)
+    x = _random((2, 5, 8))
+    block.build(x.shape)
+    attention = block.attention
+    assert attention.qkv_bias is None
+    assert [w.name for w in attention.weights] == [
+        "qkv_kernel",
+        "out_kernel",
+        "out_bias",
+    ]
+    _set_block(block, params)
+    expected, _ = reference.encoder_block(
+        x.astype("float64"), params, 0, num_heads=2, gelu="exact"
+    )
+    np.testing.assert_allclose(block(x, training=training), expected, atol=1e-5)
+    out, scores = attention(_random((2, 5, 8)), return_attention_scores=True)
+    assert out.shape == (2, 5, 8) and scores.shape == (2, 2, 5, 5)
+
+
+def test_qkv_bias_false_has_the_parameter_count_of_park_and_kim_vit_ti():
+    # Park & Kim's CIFAR ViT-Ti block (xxxnell/how-do-vits-work at 020e1cd,
+    # models/attentions.py `Transformer` with `to_qkv = nn.Linear(dim,
+    # 3 * inner, bias=False)`; models/vit.py `tiny`: dim 192, 3 heads of 64,
+    # MLP 768): 2 LayerNorms 4 * 192, qkv 192 * 576, out 192 * 192 + 192,
+    # MLP 192 * 768 + 768 + 768 * 192 + 192.
+    counts = {}
+    for qkv_bias in (False, True):
+        block = layers.TransformerBlock(3, 768, qkv_bias=qkv_bias)
+        block.build((None, 257, 192))
+        counts[qkv_bias] = block.count_params()
+    assert counts[False] == 4 * 192 + 192 * 576 + 192 * 193 + 192 * 768 * 2 + 960
+    assert counts[False] == 444_288
+    assert counts[True] - counts[False] == 3 * 192
+
+
+def test_keras_file_saved_before_the_attention_split_loads_identically():
+    # Saved by the code at 9e6c203 (tests/fixtures/make_attention_keras_fixture.py):
+    # plain, qk_norm, LoRA (merged), int8, int4 and LoRA-on-int8 attention.
+    model = keras.saving.load_model(FIXTURES / "attention_layers_9e6c203.keras")
+    with np.load(FIXTURES / "attention_layers_9e6c203.npz") as data:
+        x, expected = data["inputs"], data["outputs"]
+    np.testing.assert_array_equal(model(x, training=False), expected)
+    assert model.get_layer("qk_norm").attention.qk_norm
+    assert model.get_layer("lora").lora_enabled
+    assert model.get_layer("int8").attention.quantization_mode == "int8"
+    assert model.get_layer("int4").mlp_dense_2.quantization_mode == "int4"
+    assert model.get_layer("int8_lora").quantization_mode == "int8"
+    assert model.get_layer("int8_lora").qkv_bias.shape == (3, 2, 4)
 
 
 def test_attention_rejects_heads_not_dividing_width():
@@ -262,10 +318,12 @@ ALL_LAYERS = [
     layers.TransformerBlock(4, 32, 0.1, 0.1, 0.2, 1e-5, True),
     layers.TransformerBlock(4, 32, layer_scale_init=1e-5, qk_norm=True, mlp="swiglu"),
     layers.MultiHeadSelfAttention(4, qk_norm=True),
+    layers.MultiHeadSelfAttention(4, qkv_bias=False),
     layers.MultiHeadSelfAttention(
         4, lora_rank=2, lora_alpha=4.0, lora_targets=("query", "out")
     ),
     layers.TransformerBlock(4, 32, sublayer_dtypes={"attention": "int8_from_float32"}),
+    layers.TransformerBlock(4, 32, qkv_bias=False),
     layers.LayerScale(1e-6),
     layers.RegisterTokens(4, num_leading=2),
     layers.MAPHead(4, 32, num_prefix_tokens=1, gelu_approximate=True),

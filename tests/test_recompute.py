@@ -5,9 +5,11 @@ only q, k and v: their backward passes recompute the CDF and the attention
 probabilities. These tests check that the gradients are the true ones, and
 that TensorFlow's graph optimiser really keeps the recomputation (it would
 otherwise merge it with the forward ops and keep their outputs alive, which
-is what `keras_vit.layers.recompute.after` prevents).
+is what `keras_vit.layers.custom_grads.after` prevents).
 """
 
+import importlib
+import sys
 from unittest import mock
 
 import numpy as np
@@ -19,8 +21,7 @@ from tensorflow.core.protobuf import config_pb2
 from tensorflow.python.grappler import tf_optimizer
 
 from keras_vit import layers
-from keras_vit.layers import recompute
-from keras_vit.layers import transformer_block
+from keras_vit.layers import custom_grads
 from keras_vit.layers.transformer_block import gelu
 
 
@@ -116,10 +117,7 @@ def test_graph_optimizer_keeps_the_recomputation_apart():
         counts = _optimized_op_counts(block, _random((2, 5, 8)))
         # Without the dependency on the upstream gradient, the optimiser merges
         # the recomputed softmax and erf with the forward ones.
-        with (
-            mock.patch("keras_vit.layers.attention.after", lambda _, *t: t),
-            mock.patch("keras_vit.layers.transformer_block.after", lambda _, *t: t),
-        ):
+        with mock.patch.object(custom_grads, "after", lambda _, *t: t):
             merged = _optimized_op_counts(block, _random((2, 5, 8)))
     softmax = [k for k in counts if "Softmax" in k]
     assert sum(counts[k] for k in softmax) == 2, counts
@@ -128,12 +126,21 @@ def test_graph_optimizer_keeps_the_recomputation_apart():
     assert merged.get("Erf", 0) == 1, merged
 
 
+def test_old_recompute_module_warns_and_gives_the_same_functions():
+    sys.modules.pop("keras_vit.layers.recompute", None)
+    with pytest.warns(
+        DeprecationWarning, match="moved to keras_vit.layers.custom_grads"
+    ):
+        old = importlib.import_module("keras_vit.layers.recompute")
+    assert (old.after, old.tied_zero) == (custom_grads.after, custom_grads.tied_zero)
+
+
 def test_ties_are_zero_even_for_a_nan_or_infinite_gradient():
     x = tf.constant([[1.5, -2.0], [0.0, 3.0]])
     for upstream in ([np.nan, 1.0], [np.inf, 0.0], [-np.inf, 2.0], [0.0, 0.0]):
-        (again,) = recompute.after(tf.constant(upstream), x)
+        (again,) = custom_grads.after(tf.constant(upstream), x)
         np.testing.assert_array_equal(np.asarray(again), np.asarray(x))
-        assert float(recompute.tied_zero(tf.constant(upstream))) == 0.0
+        assert float(custom_grads.tied_zero(tf.constant(upstream))) == 0.0
 
 
 # --- the optimizer built before the first step ----------------------------------
@@ -187,9 +194,8 @@ def test_block_gradients_with_and_without_recomputed_activations(policy):
         [_random(w.shape, seed=i, scale=0.5) for i, w in enumerate(block.weights)]
     )
     x = _random((2, 5, 8))
-    with mock.patch(
-        "keras_vit.layers.transformer_block._gelu_then_dense",
-        wraps=transformer_block._gelu_then_dense,
+    with mock.patch.object(
+        custom_grads, "gelu_then_dense", wraps=custom_grads.gelu_then_dense
     ) as fused:
         with layers.recompute_activations(True):
             recomputed = _gradients(block, x, training=True)
@@ -210,8 +216,106 @@ def test_gelu_stays_apart_from_the_dense_layer_where_it_must(kwargs):
     block = layers.TransformerBlock(num_heads=2, mlp_dim=16, **kwargs)
     block.build((2, 5, 8))
     with (
-        mock.patch("keras_vit.layers.transformer_block._gelu_then_dense") as fused,
+        mock.patch.object(custom_grads, "gelu_then_dense") as fused,
         layers.recompute_activations(True),
     ):
         block(_random((2, 5, 8)), training=True)
     assert fused.call_count == 0
+
+
+# --- which MLP path a training call takes ------------------------------------------
+#
+# With `recompute_activations` on, the block computes GELU and `mlp_dense_2`
+# in one function (`custom_grads.gelu_then_dense`) that reads the layer's
+# kernel and bias instead of calling it. Every other state of the layer must
+# go through its own call, or its mode (LoRA, quantization) would be dropped.
+
+
+def _random_block(policy="float32"):
+    block = layers.TransformerBlock(num_heads=2, mlp_dim=16, dtype=policy)
+    block.build((2, 5, 8))
+    block.set_weights(
+        [_random(w.shape, seed=i, scale=0.5) for i, w in enumerate(block.weights)]
+    )
+    return block
+
+
+def _mlp_branch(block, x, training):
+    """The block's MLP branch, and the same computed by calling the layers."""
+    _, parts = block(x, training=training, return_intermediates=True)
+    y = block.norm_2(parts["after_attention"], training=training)
+    hidden = gelu(block.mlp_dense_1(tf.reshape(y, (-1, 8))), training=training)
+    expected = block.mlp_dense_2(hidden)  # the layer's own call, whatever its mode
+    got = tf.reshape(parts["mlp"], (-1, 8))
+    return np.asarray(got, "float32"), np.asarray(tf.cast(expected, "float32"))
+
+
+def _path_spies(block):
+    dense = block.mlp_dense_2
+    return (
+        mock.patch.object(
+            custom_grads, "gelu_then_dense", wraps=custom_grads.gelu_then_dense
+        ),
+        mock.patch.object(dense, "call", wraps=dense.call),
+        mock.patch.object(dense, "quantized_call", wraps=dense.quantized_call),
+    )
+
+
+@pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])
+def test_plain_float_mlp_takes_the_fused_path_without_calling_the_dense(policy):
+    block = _random_block(policy)
+    x = _random((2, 5, 8))
+    fused_spy, call_spy, quantized_spy = _path_spies(block)
+    with layers.recompute_activations(True), fused_spy as fused:
+        with call_spy as call, quantized_spy as quantized:
+            block(x, training=True)
+    assert (fused.call_count, call.call_count, quantized.call_count) == (1, 0, 0)
+    with layers.recompute_activations(True):
+        got, expected = _mlp_branch(block, x, training=True)
+    tolerance = 1e-5 if policy == "float32" else 2e-2
+    np.testing.assert_allclose(got, expected, atol=tolerance * np.abs(expected).max())
+
+
+def test_lora_mlp_in_training_calls_the_dense_and_trains_its_adapters():
+    block = _random_block()
+    dense = block.mlp_dense_2
+    dense.enable_lora(2)
+    dense.lora_kernel_b.assign(_random(dense.lora_kernel_b.shape, seed=7))
+    x = _random((2, 5, 8))
+    fused_spy, call_spy, _ = _path_spies(block)
+    with layers.recompute_activations(True), fused_spy as fused, call_spy as call:
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(block(x, training=True) * _random((2, 5, 8), 9))
+        grads = tape.gradient(loss, [dense.lora_kernel_a, dense.lora_kernel_b])
+    assert (fused.call_count, call.call_count) == (0, 1)
+    for grad in grads:
+        assert grad is not None and np.abs(np.asarray(grad)).max() > 1e-3
+    with layers.recompute_activations(True):
+        got, expected = _mlp_branch(block, x, training=True)
+    np.testing.assert_allclose(got, expected, atol=1e-6 * np.abs(expected).max())
+    # The adapters change the outputs: a path that dropped them would differ.
+    dense.lora_kernel_b.assign(np.zeros(dense.lora_kernel_b.shape, "float32"))
+    without, _ = _mlp_branch(block, x, training=True)
+    assert np.abs(without - got).max() > 1e-2 * np.abs(got).max()
+
+
+@pytest.mark.parametrize("mode", ["int8", "int4"])
+@pytest.mark.parametrize("training", [True, False])
+def test_quantized_mlp_runs_keras_quantized_call(mode, training):
+    block = _random_block()
+    block.mlp_dense_2.quantize(mode)
+    x = _random((2, 5, 8))
+    fused_spy, _, quantized_spy = _path_spies(block)
+    with layers.recompute_activations(True), fused_spy as fused:
+        with quantized_spy as quantized:
+            with tf.GradientTape() as tape:
+                inputs = tf.constant(x)
+                tape.watch(inputs)
+                loss = tf.reduce_sum(block(inputs, training=training))
+            grad = tape.gradient(loss, inputs)
+    assert (fused.call_count, quantized.call_count) == (0, 1)
+    assert np.all(np.isfinite(np.asarray(grad)))
+    with layers.recompute_activations(True):
+        got, expected = _mlp_branch(block, x, training=training)
+    # The same quantized call on the same inputs: equal to float32 rounding.
+    np.testing.assert_allclose(got, expected, atol=1e-6 * np.abs(expected).max())

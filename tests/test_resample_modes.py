@@ -168,8 +168,43 @@ def test_modes_are_validated():
 
 # -- FlexiViT patch resizing ---------------------------------------------------
 
+PATCH_FIXTURE = pathlib.Path(__file__).parent / "fixtures" / "patch_resample.npz"
+PATCH_CASES = [
+    ((8, 8), (4, 4)),
+    ((8, 8), (12, 12)),
+    ((16, 16), (8, 8)),
+    ((6, 6), (4, 10)),
+]
 
-def test_patch_resize_operator_is_jax_image_resize():
+
+def big_vision_resize_matrix(old, new):
+    """big_vision's FlexiViT `get_resize_mat`: each basis patch through
+    `tf.image.resize(method="bilinear")`, one column per input pixel."""
+    import tensorflow as tf
+
+    columns = []
+    for index in range(old[0] * old[1]):
+        basis = np.zeros(old)
+        basis[np.unravel_index(index, old)] = 1.0
+        resized = tf.image.resize(basis[None, ..., None], new, method="bilinear")
+        columns.append(resized.numpy()[0, ..., 0].reshape(-1))
+    return np.stack(columns).T  # (q_h * q_w, p_h * p_w)
+
+
+def big_vision_resample(kernel, new):
+    """big_vision's `resample_patchemb`: pinv(B^T) applied to each (C, D).
+
+    TensorFlow's matrix is float32: where one axis shrinks, its rounding
+    leaves spurious singular values near 1e-8 that a float64 `pinv` would
+    invert, so they are cut at a float32 tolerance.
+    """
+    old = kernel.shape[:2]
+    inverse = np.linalg.pinv(big_vision_resize_matrix(old, new).T, rtol=1e-6)
+    flat = kernel.reshape(old[0] * old[1], -1)  # (p*p, C*D)
+    return (inverse @ flat).reshape(*new, *kernel.shape[2:])
+
+
+def test_bilinear_antialias_is_jax_image_resize():
     fixture = np.load(FIXTURE)
     grid = fixture["0/input"]
     np.testing.assert_allclose(
@@ -179,15 +214,53 @@ def test_patch_resize_operator_is_jax_image_resize():
     )
 
 
+@pytest.mark.parametrize("old, new", PATCH_CASES)
+def test_flexivit_patch_resize_is_big_visions(old, new):
+    """The default inverts `tf.image.resize(method="bilinear")`, as FlexiViT."""
+    np.testing.assert_allclose(
+        resample.resize_patch_matrix(old, new),
+        big_vision_resize_matrix(old, new),
+        atol=1e-6,  # TensorFlow resizes in float32
+    )
+    kernel = np.load(PATCH_FIXTURE)[f"{PATCH_CASES.index((old, new))}/input"]
+    ours = resample.resample_patch_embedding(kernel, new)
+    np.testing.assert_allclose(ours, big_vision_resample(kernel, new), atol=2e-5)
+    assert np.array_equal(
+        ours, resample.resample_patch_embedding(kernel, new, method="bilinear")
+    )
+
+
+@pytest.mark.parametrize("index", range(len(PATCH_CASES)))
+def test_patch_resize_modes_match_timms_resample_patch_embed(index):
+    """`"timm"` is timm's defaults (bicubic, antialiased); `"flexivit"` its
+    `interpolation="bilinear", antialias=False` (timm computes in float32)."""
+    fixture = np.load(PATCH_FIXTURE)
+    kernel, (_, new) = fixture[f"{index}/input"], PATCH_CASES[index]
+    timm = resample.resample_patch_embedding(kernel, new, method="timm")
+    np.testing.assert_allclose(timm, fixture[f"{index}/timm"], atol=2e-5)
+    flexivit = resample.resample_patch_embedding(kernel, new)
+    np.testing.assert_allclose(flexivit, fixture[f"{index}/bilinear"], atol=2e-5)
+    # The two conventions are not interchangeable.
+    assert np.abs(timm - flexivit).max() > 0.1 * np.abs(timm).max()
+
+
+def test_patch_resize_methods_are_validated():
+    kernel = np.zeros((4, 4, 1, 1))
+    for method in ("reference", "huggingface", "nearest", None):
+        with pytest.raises(ValueError, match="patch resize `method` must be one of"):
+            resample.resample_patch_embedding(kernel, 2, method=method)
+
+
+@pytest.mark.parametrize("method", ["flexivit", "timm"])
 @pytest.mark.parametrize("old, new", [(8, 12), (4, 16), (6, 6)])
-def test_resized_kernel_keeps_tokens_of_resized_patches(old, new):
+def test_resized_kernel_keeps_tokens_of_resized_patches(old, new, method):
     """FlexiViT's property: <B x, pinv(B^T) w> = <x, w> when enlarging."""
     rng = np.random.default_rng(0)
     kernel = rng.normal(size=(old, old, 3, 5))  # (p, p, C, D)
     patches = rng.normal(size=(7, old, old, 3))  # (n, p, p, C)
-    resize = resample.resize_patch_matrix((old, old), (new, new))  # (q*q, p*p)
+    resize = resample.resize_patch_matrix((old, old), (new, new), method)
     resized_patches = np.einsum("qp,npc->nqc", resize, patches.reshape(7, old * old, 3))
-    new_kernel = resample.resample_patch_embedding(kernel, new)
+    new_kernel = resample.resample_patch_embedding(kernel, new, method)
     tokens = np.einsum(
         "npc,pcd->nd", patches.reshape(7, -1, 3), kernel.reshape(-1, 3, 5)
     )
@@ -197,11 +270,12 @@ def test_resized_kernel_keeps_tokens_of_resized_patches(old, new):
     np.testing.assert_allclose(resized_tokens, tokens, atol=1e-9)
 
 
-def test_shrinking_a_kernel_is_least_squares():
+@pytest.mark.parametrize("method", ["flexivit", "timm"])
+def test_shrinking_a_kernel_is_least_squares(method):
     rng = np.random.default_rng(1)
     kernel = rng.normal(size=(16, 16, 1, 2))
-    small = resample.resample_patch_embedding(kernel, 8)
-    resize = resample.resize_patch_matrix((16, 16), (8, 8))  # (64, 256)
+    small = resample.resample_patch_embedding(kernel, 8, method)
+    resize = resample.resize_patch_matrix((16, 16), (8, 8), method)  # (64, 256)
     w = kernel.reshape(256, 2)
     best, *_ = np.linalg.lstsq(resize.T, w, rcond=None)  # min ||B^T v - w||
     np.testing.assert_allclose(small.reshape(64, 2), best, atol=1e-8)

@@ -341,6 +341,66 @@ def test_corrupt_files_are_refused(tiny, tmp_path):
     assert_unchanged(tiny, before)
 
 
+def test_nan_or_inf_weights_are_refused_naming_the_key(tiny, tmp_path):
+    params = checkpoint()
+    qkv = "Transformer/encoderblock_1/MultiHeadDotProductAttention_1/query/kernel"
+    params[qkv] = params[qkv].copy()
+    params[qkv][0, 0, :3] = np.nan
+    params["Transformer/encoder_norm/scale"] = params[
+        "Transformer/encoder_norm/scale"
+    ].copy()
+    params["Transformer/encoder_norm/scale"][5] = -np.inf
+    path = reference.save_npz(params, tmp_path / "diverged.npz")
+    before = snapshot(tiny)
+    for source in (path, params):  # a file, and the same arrays in memory
+        with pytest.raises(CheckpointError) as info:
+            load_weights(tiny, source)
+        message = str(info.value)
+        assert "NaN or infinite values" in message
+        assert f"{qkv} (32, 2, 16): 3 NaN of 1024" in message
+        assert "Transformer/encoder_norm/scale (32,): 1 inf of 32" in message
+        assert "no weight was changed" in message
+    assert_unchanged(tiny, before)
+    # Finite values of any size load (the check sums in float64).
+    params = checkpoint()
+    params["Transformer/encoder_norm/bias"] = np.full(32, 3e38, np.float32)
+    load_weights(tiny, params)
+
+
+def test_a_directory_is_refused_in_one_sentence(tiny, tmp_path):
+    folder = tmp_path / "run"
+    folder.mkdir()
+    reference.save_npz(checkpoint(), folder / "model.npz")
+    before = snapshot(tiny)
+    with pytest.raises(CheckpointError) as info:
+        load_weights(tiny, folder)
+    assert str(info.value) == (
+        f"{str(folder)!r} is a directory; `weights=` takes a checkpoint file "
+        "(.npz, .safetensors, .keras or .weights.h5), e.g. "
+        f"{str(folder / 'model.npz')!r}, or a known tag."
+    )
+    exported = tmp_path / "exported"
+    exported.mkdir()
+    (exported / "saved_model.pb").write_bytes(b"")
+    with pytest.raises(CheckpointError, match="is a TensorFlow SavedModel directory"):
+        keras_vit.ViT("test/8", image_size=32, num_classes=10, weights=exported)
+    assert_unchanged(tiny, before)
+
+
+def test_a_checkpoint_without_vit_keys_says_so(tiny, tmp_path):
+    before = snapshot(tiny)
+    with pytest.raises(CheckpointError, match="'a dict of arrays' holds no weights"):
+        load_weights(tiny, {})
+    path = tmp_path / "other.npz"
+    np.savez(path, **{"conv1/kernel": np.zeros((3, 3, 3, 8), "float32")})
+    with pytest.raises(CheckpointError) as info:
+        load_weights(tiny, path)
+    assert "has none of the keys a keras_vit model expects" in str(info.value)
+    assert "conv1/kernel" in str(info.value)
+    assert "depth=0" not in str(info.value)
+    assert_unchanged(tiny, before)
+
+
 # --------------------------------------------------------------------------
 # Tags: the registry and the Keras cache, offline
 # --------------------------------------------------------------------------

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import warnings
 
+import h5py
 import keras
 import numpy as np
 import pytest
@@ -123,6 +124,56 @@ def test_torn_files_are_refused_without_change(saved, tmp_path, name):
     before = snapshot(target)
     with pytest.raises(CheckpointError, match="truncated or corrupt"):
         load_weights(target, torn)
+    assert_unchanged(target, before)
+
+
+@pytest.mark.parametrize("name", ["nan.keras", "nan.weights.h5"])
+def test_nan_in_a_keras_file_is_refused_naming_the_variable(tmp_path, name):
+    source = keras_vit.ViT("test/4", image_size=16, num_classes=5)
+    randomize(source, seed=2)
+    attention = source.get_layer("encoderblock_1").attention
+    kernel = np.asarray(attention.qkv_kernel).copy()
+    kernel[0, 2, 1, :2] = np.inf
+    attention.qkv_kernel.assign(kernel)
+    if name.endswith(".keras"):
+        source.save(tmp_path / name)
+    else:
+        source.save_weights(tmp_path / name)
+    target = keras_vit.ViT("test/4", image_size=16, num_classes=5)
+    before = snapshot(target)
+    with pytest.raises(CheckpointError) as info:
+        load_weights(target, tmp_path / name)
+    assert "encoderblock_1/attention/qkv_kernel (32, 3, 2, 16): 2 inf of 3072" in (
+        str(info.value)
+    )
+    assert_unchanged(target, before)
+
+
+def test_a_legacy_hdf5_file_is_refused_in_one_sentence(saved, tmp_path):
+    model, _ = saved
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # Keras's own "legacy format" notice
+        model.save(tmp_path / "legacy.h5")  # Keras 3 writes Keras 2's format
+    # Keras 2's `save_weights`: the layer list as a root attribute.
+    with h5py.File(tmp_path / "keras2.weights.h5", "w") as f:
+        f.attrs["layer_names"] = [b"embedding"]
+        f.create_group("embedding").attrs["weight_names"] = [b"embedding/kernel:0"]
+    target = keras_vit.ViT("test/4", image_size=16, num_classes=5)
+    before = snapshot(target)
+    for name in ("legacy.h5", "keras2.weights.h5"):
+        with pytest.raises(CheckpointError) as info:
+            load_weights(target, tmp_path / name)
+        assert str(info.value) == (
+            f"{str(tmp_path / name)!r} is a legacy Keras HDF5 file (Keras 2, or "
+            "Keras 3's `model.save('x.h5')`), which is not supported: save the "
+            "model with `model.save('x.keras')` or "
+            "`model.save_weights('x.weights.h5')`."
+        )
+    # An HDF5 file with no Keras layers at all.
+    with h5py.File(tmp_path / "empty.weights.h5", "w") as f:
+        f.create_dataset("x", data=np.zeros(3))
+    with pytest.raises(CheckpointError, match="holds no layer weights"):
+        load_weights(target, tmp_path / "empty.weights.h5")
     assert_unchanged(target, before)
 
 

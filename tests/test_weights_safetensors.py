@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import warnings
 
 import keras
 import ml_dtypes
@@ -172,3 +173,119 @@ def test_checkpoint_format_is_recognised_by_content(tmp_path):
     expected = np.load(fixture("timm_vit.npz"))
     out = keras.ops.convert_to_numpy(model(expected["images"]))
     np.testing.assert_allclose(out, expected["logits"], rtol=1e-4, atol=1e-4)
+
+
+# -- Another patch size (FlexiViT): the whole model, head included ---------------
+
+
+def _by_hand_at_patch_4(source):
+    """A /4 model whose weights are set layer by layer from a /8 `source`.
+
+    The patch kernel and the position table are resized with the public
+    functions (checked against their references in test_resample_modes.py);
+    every other layer, the head included, is copied.
+    """
+    model = keras_vit.ViT("test/4", image_size=32, num_classes=10)
+    for layer in model.layers:
+        if not layer.weights:
+            continue
+        weights = source.get_layer(layer.name).get_weights()
+        if layer.name == "embedding":
+            weights[0] = keras_vit.resample_patch_embedding(weights[0], 4)
+        elif layer.name == "posembed_input":
+            weights[0] = keras_vit.resample_position_embedding(weights[0], (8, 8))
+        layer.set_weights(weights)
+    return model
+
+
+def test_a_checkpoint_of_another_patch_size_keeps_its_head():
+    images = np.load(fixture("timm_vit.npz"))["images"]
+    source = keras_vit.ViT("test/8", image_size=32, num_classes=10)
+    load_weights(source, fixture("timm_vit.safetensors"))
+    expected = keras.ops.convert_to_numpy(_by_hand_at_patch_4(source)(images))
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)  # nothing dropped: no warning
+        model = keras_vit.ViT(
+            "test/8", patch_size=4, image_size=32, num_classes=10,
+            weights=fixture("timm_vit.safetensors"),
+        )  # fmt: skip
+    np.testing.assert_array_equal(
+        keras.ops.convert_to_numpy(model.get_layer("head").kernel),
+        keras.ops.convert_to_numpy(source.get_layer("head").kernel),
+    )
+    logits = keras.ops.convert_to_numpy(model(images))
+    assert np.abs(logits).max() > 0.1  # not a zeroed head
+    np.testing.assert_allclose(logits, expected, rtol=1e-6, atol=1e-6)
+
+    # The notes say what happened, and only that.
+    plain = keras_vit.ViT("test/4", image_size=32, num_classes=10)
+    notes = load_weights(plain, fixture("timm_vit.safetensors"), resample_patch=True)
+    assert len(notes) == 2, notes
+    assert notes[0].startswith("Resized the patch embedding from (8, 8) to (4, 4)")
+    assert notes[1].startswith("Resampled the position embedding from a 4x4 to a 8x8")
+    assert not [n for n in notes if "pre_logits" in n or "head" in n]
+
+
+def test_patch_resize_with_a_dropped_pre_logits_warns_about_pre_logits(tmp_path):
+    # A Hugging Face ViTModel with its pooler (the original pre_logits) into a
+    # /4 model without that layer: the pre_logits rule still applies, and the
+    # warning is the pre_logits note, not the patch note.
+    model = keras_vit.ViT("test/4", image_size=32, num_classes=10)
+    with pytest.warns(UserWarning, match="pre_logits") as caught:
+        notes = load_weights(
+            model, fixture("hf_vit_pooler.safetensors"), resample_patch=True
+        )
+    assert len(caught) == 1
+    assert notes[0].startswith("Resized the patch embedding")
+    assert "`pre_logits` layer (width 32)" in notes[1]
+    assert notes[2] == ("The head is zero-initialised: the checkpoint has no head.")
+
+
+def test_timm_patch_resize_reproduces_timms_set_input_size():
+    # timm's `set_input_size(patch_size=4)` on the timm_vit fixture model
+    # (scripts/make_patch_resample_fixture.py): its kernel resize
+    # (`resample_patch_embed`, bicubic antialiased) and its position-table
+    # resampling (`resample_abs_pos_embed`) end to end.
+    expected = np.load(fixture("patch_resample.npz"))
+    model = keras_vit.ViT("test/4", image_size=32, num_classes=10)
+    notes = load_weights(
+        model,
+        fixture("timm_vit.safetensors"),
+        resample_patch="timm",
+        resample_method="timm",
+    )
+    assert "resample_patch='timm'" in notes[0]
+    logits = keras.ops.convert_to_numpy(model(expected["model/images"]))
+    np.testing.assert_allclose(logits, expected["model/logits"], atol=1e-5)
+    # big_vision's resize (the default) is another kernel: not timm's logits.
+    load_weights(
+        model, fixture("timm_vit.safetensors"), resample_patch=True,
+        resample_method="timm",
+    )  # fmt: skip
+    flexivit = keras.ops.convert_to_numpy(model(expected["model/images"]))
+    assert np.abs(flexivit - expected["model/logits"]).max() > 0.05
+
+
+def test_an_unknown_patch_resize_is_refused_before_reading():
+    model = keras_vit.ViT("test/4", image_size=32, num_classes=10)
+    with pytest.raises(ValueError, match="`resample_patch` must be True, False"):
+        load_weights(model, "no/such/file.npz", resample_patch="cubic")
+
+
+def test_nan_in_a_safetensors_file_is_refused_naming_the_file_key(tmp_path):
+    # One NaN written into the bytes of timm's fused qkv weight.
+    data = bytearray(open(fixture("timm_vit.safetensors"), "rb").read())
+    header_size = int.from_bytes(data[:8], "little")
+    header = json.loads(data[8 : 8 + header_size])
+    begin = 8 + header_size + header["blocks.0.attn.qkv.weight"]["data_offsets"][0]
+    data[begin + 4 : begin + 8] = np.array([np.nan], "<f4").tobytes()
+    path = tmp_path / "nan.safetensors"
+    path.write_bytes(bytes(data))
+    model = keras_vit.ViT("test/8", image_size=32, num_classes=10)
+    before = [w.copy() for w in model.get_weights()]
+    with pytest.raises(CheckpointError) as info:
+        load_weights(model, path)
+    assert "blocks.0.attn.qkv.weight (96, 32): 1 NaN of 3072" in str(info.value)
+    for old, new in zip(before, model.get_weights(), strict=True):
+        np.testing.assert_array_equal(old, new)

@@ -2,7 +2,8 @@
 
 - `load_source(dataset, split)`: the embedded `"digits"`, an image folder
   (`"folder:PATH"`) or a TFDS dataset by name, as an `ImageSource`;
-  `check_disjoint(a, b)` refuses two sources that share an image.
+  `check_disjoint(a, b)` refuses two sources that share an image (a file,
+  a link to it or a byte-identical copy) or disagree on their classes.
 - `train_dataset(source, ...)` / `eval_dataset(source, ...)`: the `tf.data`
   pipelines (values in `[-1, 1]`), batched with the global batch size; the
   training augmentation is an `Augmentation` (Inception crop, flip, optional
@@ -27,6 +28,7 @@ from keras_vit.data.augment import Augmentation
 from keras_vit.data.augment import BatchMixer
 from keras_vit.data.augment import inception_crop
 from keras_vit.data.augment import train_transform
+from keras_vit.data.datasets import DatasetError
 from keras_vit.data.datasets import ImageSource
 from keras_vit.data.datasets import check_disjoint
 from keras_vit.data.datasets import digits
@@ -48,6 +50,7 @@ __all__ = [
     "RANDAUGMENT_OPS",
     "Augmentation",
     "BatchMixer",
+    "DatasetError",
     "ImageSource",
     "RandAugment",
     "check_disjoint",

@@ -11,17 +11,24 @@ Dataset names understood by `load_source`:
 - `"digits"`: scikit-learn's bundled handwritten digits (1,797 real 8x8
   grayscale images, 10 classes). Needs no download; the default of the
   README's main command.
+- `"glyphs"`: typeset digits over patches of scikit-learn's bundled photos,
+  rendered at 32x32 with real high-frequency content (10 classes, 10,000
+  train and 2,000 test images, deterministic, generated in memory without a
+  download); see `keras_vit.data.glyphs`.
 - `"folder:PATH"`: one sub-folder of images per class, the conventions of
   `keras.utils.image_dataset_from_directory`, either directly in `PATH` or
   in split sub-folders (`PATH/train/<class>/`, `PATH/test/<class>/`).
-  Unreadable files are skipped and listed (`source.skipped`).
+  Every split numbers its classes as the `train` split does, by name.
+  Files that are not images TensorFlow decodes are skipped and listed
+  (`source.skipped`).
 - anything else, optionally prefixed `"tfds:"`: a TensorFlow Datasets name
   such as `"cifar10"`, `"oxford_iiit_pet"` or `"imagenet2012"`, read from the
   user's `data_dir`. A dataset that is not prepared there fails at once
   when it cannot be downloaded, leaving no file behind.
 
 Splits are a name with an optional slice, as in TFDS: `"train"`,
-`"train[:90%]"`, `"test[100:]"`.
+`"train[:90%]"`, `"test[100:]"`. A slice outside the split (`"train[:200%]"`,
+`"test[5000:]"` of 360 examples) is an error, as in TFDS.
 
 Splits never overlap silently:
 
@@ -37,13 +44,16 @@ Splits never overlap silently:
   order. The digits' slices cut their fixed, seeded partition the same way;
   TFDS slices are TFDS's own.
 - `check_disjoint(a, b)` refuses two sources that share an example: folder
-  sources list their files (`source.files`), digits their indices, TFDS
-  sources their example ranges.
+  sources compare their files (`source.files`) by identity (a link, hard or
+  symbolic, is the file it points to) and by content (a byte-identical
+  copy is the same image), digits their indices, TFDS sources their example
+  ranges. It also refuses two sources whose classes differ.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import logging
 import os
 import re
@@ -56,8 +66,11 @@ import tensorflow as tf
 
 logger = logging.getLogger(__name__)
 
-# The extensions `keras.utils.image_dataset_from_directory` accepts.
-IMAGE_EXTENSIONS = (".bmp", ".gif", ".jpeg", ".jpg", ".png")
+# The extensions of the formats `keras_vit.data.decode_image` reads (those
+# `keras.utils.image_dataset_from_directory` accepts, and WebP). Other files
+# in a class folder (e.g. `.tiff`, which TensorFlow does not decode) are
+# listed in `ImageSource.skipped`.
+IMAGE_EXTENSIONS = (".bmp", ".gif", ".jpeg", ".jpg", ".png", ".webp")
 
 # The fixed train/test partition of the digits: 360 test images (20%),
 # drawn once with this seed so that every run sees the same split.
@@ -77,6 +90,16 @@ _PROBE_TIMEOUT_S = 3.0
 _SPLIT_PATTERN = re.compile(r"^(\w+)(?:\[(-?\d*)(%?):(-?\d*)(%?)\])?$")
 
 
+class DatasetError(ValueError, RuntimeError):
+    """A dataset that cannot be read: unknown, not prepared and impossible to
+    download, or failing to load.
+
+    Its message is one line saying what to do. A `RuntimeError`, and a
+    `ValueError` like every other bad dataset argument (the commands answer
+    those in one line, `error: ...`).
+    """
+
+
 @dataclasses.dataclass(frozen=True)
 class ImageSource:
     """A labelled collection of images, before any preprocessing.
@@ -92,8 +115,10 @@ class ImageSource:
         may_fail_to_decode: Whether some images may not decode (files from
             a folder): `train_dataset` then replaces those, `eval_dataset`
             fails on them.
-        skipped: Files of this split left out because they could not be
-            read as images, by path, each listed once.
+        skipped: Files left out, by path, each listed once: the split's
+            unreadable images, and the files of its class folders that are
+            not images of a format TensorFlow decodes (listed by every
+            slice of the split).
         name: A short description, e.g. `"digits:train"`.
         files: The examples' identities in the dataset's order: file paths
             for folders, `"digits#<index>"` for the digits; `None` for TFDS.
@@ -124,7 +149,7 @@ def load_source(
     """Returns the `ImageSource` named by `dataset` and `split`.
 
     Args:
-        dataset: `"digits"`, `"folder:PATH"`, or a TFDS name (optionally
+        dataset: `"digits"`, `"glyphs"`, `"folder:PATH"`, or a TFDS name (optionally
             `"tfds:NAME"`). See the module docstring.
         split: A split name with an optional slice, e.g. `"train[:90%]"`.
         data_dir: TFDS data directory. Defaults to TFDS's own default
@@ -149,6 +174,10 @@ def load_source(
         raise ValueError(f"`dataset` must be a non-empty string. Received: {dataset!r}")
     if dataset == "digits":
         return digits(split)
+    if dataset == "glyphs":
+        from keras_vit.data.glyphs import glyphs
+
+        return glyphs(split)
     if dataset.startswith("folder:"):
         return image_folder(dataset[len("folder:") :], split, split_seed=split_seed)
     name = dataset[len("tfds:") :] if dataset.startswith("tfds:") else dataset
@@ -214,14 +243,25 @@ def image_folder(
     hold-out explicitly instead, e.g. `"train[:80%]"` to train on and
     `"train[80%:]"` to test on (see the module docstring).
 
-    Unreadable files do not stop training. With `validate=True` every file is
-    checked once per process (Pillow reads its header and structure, and the
-    format must be one TensorFlow decodes); the ones that fail are left out,
-    logged once by path and listed in `ImageSource.skipped`. A file that
-    passes the check yet fails to decode is dropped (and logged) by
-    `train_dataset`, whose epochs keep their length, and stops
-    `eval_dataset`, whose results would otherwise cover fewer images than
-    the split holds.
+    Classes are names, and the `train` split's names fix the numbering of
+    every split: a `test/` or `validation/` split whose class folders are a
+    subset of `train/`'s (a test split without one of the classes) keeps the
+    `train` split's class names and indices, and says so once in the log; a
+    split with a class folder that `train/` lacks is an error naming the
+    classes found in one split only.
+
+    A class folder without any image file, or whose image files are all
+    unreadable, is an error naming the folder: the class would silently
+    have no examples. Other unreadable files do not stop training. With
+    `validate=True` every file is checked once per process (Pillow reads
+    its header and structure, and the format must be one TensorFlow
+    decodes); the ones that fail are left out, logged once by path and
+    listed in `ImageSource.skipped`, as are the files of a class folder
+    that are not images of a format TensorFlow decodes (e.g. `.tiff`,
+    `.txt`; hidden files such as `.DS_Store` aside). A file that passes the
+    check yet fails to decode is dropped (and logged) by `train_dataset`,
+    whose epochs keep their length, and stops `eval_dataset`, whose results
+    would otherwise cover fewer images than the split holds.
 
     Args:
         directory: The folder.
@@ -233,7 +273,9 @@ def image_folder(
         An `ImageSource` of encoded images, with its `files`.
 
     Raises:
-        ValueError: when the folder, the split or its images are missing.
+        ValueError: when the folder, the split or its images are missing,
+            when a class folder has no readable image, or when the split has
+            a class the `train` split lacks.
 
     Example:
 
@@ -247,13 +289,18 @@ def image_folder(
     if not os.path.isdir(directory):
         raise ValueError(f"Image folder {directory!r} does not exist.")
     root = _split_root(directory, base, split)
-    class_names = sorted(entry.name for entry in os.scandir(root) if entry.is_dir())
-    if not class_names:
+    own_classes = _class_folders(root)
+    if not own_classes:
         raise ValueError(
             f"Image folder {root!r} has no class sub-folders. Expected "
             "PATH/<class_name>/<image files>."
         )
-    paths, labels = _list_images(root, class_names)
+    images, others = _list_class_files(root, own_classes)
+    _check_no_empty_class(root, split, images, others)
+    class_names = _training_classes(directory, root, split, own_classes)
+    label_of = {name: index for index, name in enumerate(class_names)}
+    paths = [path for name in own_classes for path in images[name]]
+    labels = [label_of[name] for name in own_classes for _ in images[name]]
     index = np.arange(len(paths))
     if start is not None or stop is not None:
         index = np.random.default_rng(int(split_seed)).permutation(len(paths))
@@ -263,7 +310,10 @@ def image_folder(
         readable = [_is_readable_image(paths[i]) for i in index]
         skipped = [paths[i] for i, ok in zip(index, readable, strict=True) if not ok]
         index = index[np.asarray(readable, bool)]
-        _report_skipped(root, skipped)
+        found = {class_names[labels[i]] for i in index}
+        _check_readable_classes(root, split, images, found)
+    skipped += [path for name in own_classes for path in others[name]]
+    _report_skipped(root, skipped)
     if len(index) == 0:
         raise ValueError(f"No readable images in split {split!r} of {root!r}.")
     files = np.asarray(paths)[index]
@@ -301,16 +351,114 @@ def _split_root(directory: str, base: str, split: str) -> str:
     )
 
 
-def _list_images(root: str, class_names: list[str]) -> tuple[list[str], list[int]]:
-    paths, labels = [], []
-    for label, class_name in enumerate(class_names):
+def _class_folders(root: str) -> list[str]:
+    return sorted(entry.name for entry in os.scandir(root) if entry.is_dir())
+
+
+# Splits whose missing classes were reported, by folder.
+_REPORTED_SUBSETS: set[str] = set()
+
+
+def _training_classes(
+    directory: str, root: str, split: str, own_classes: list[str]
+) -> list[str]:
+    """The class names that number `split`'s labels: the `train` split's.
+
+    A split's classes must be the `train` split's or a subset of them;
+    anything else raises, naming the classes found in one split only.
+    """
+    train_root = os.path.join(directory, "train")
+    if os.path.abspath(root) == os.path.abspath(train_root):
+        return own_classes
+    if not os.path.isdir(train_root):
+        return own_classes  # A single-split folder, or one without train/.
+    reference = _class_folders(train_root)
+    if reference == own_classes or not reference:
+        return own_classes
+    only_here = sorted(set(own_classes) - set(reference))
+    only_train = sorted(set(reference) - set(own_classes))
+    if only_here:
+        raise ValueError(
+            f"Image folder {directory!r}: split {split!r} and the 'train' split "
+            f"have different class folders (only in {split!r}: "
+            f"{', '.join(only_here)}; only in 'train': "
+            f"{', '.join(only_train) or 'none'}). Labels are class names: give "
+            "the splits the same class folders (a split may lack some of "
+            "train's classes, never add one)."
+        )
+    if root not in _REPORTED_SUBSETS:
+        _REPORTED_SUBSETS.add(root)
+        logger.warning(
+            "Split %r of image folder %s has %d of the 'train' split's %d "
+            "classes (none of %s): its labels are the 'train' split's class "
+            "indices, matched by name.",
+            split,
+            directory,
+            len(own_classes),
+            len(reference),
+            ", ".join(only_train),
+        )
+    return reference
+
+
+def _list_class_files(root: str, class_names: list[str]):
+    """`({class: image paths}, {class: other files})`, each sorted.
+
+    Image paths are the files with one of `IMAGE_EXTENSIONS`; other files
+    are the rest, hidden files (`.DS_Store`, ...) aside.
+    """
+    images, others = {}, {}
+    for class_name in class_names:
+        found, other = images[class_name], others[class_name] = [], []
         for dirpath, dirnames, filenames in os.walk(os.path.join(root, class_name)):
             dirnames.sort()
             for filename in sorted(filenames):
+                path = os.path.join(dirpath, filename)
                 if filename.lower().endswith(IMAGE_EXTENSIONS):
-                    paths.append(os.path.join(dirpath, filename))
-                    labels.append(label)
-    return paths, labels
+                    found.append(path)
+                elif not filename.startswith("."):
+                    other.append(path)
+    return images, others
+
+
+def _check_no_empty_class(root, split, images, others) -> None:
+    """Raises, naming the class folders that hold no image file."""
+    empty = [name for name, paths in images.items() if not paths]
+    if not empty:
+        return
+    other = [os.path.relpath(p, root) for name in empty for p in others[name]]
+    note = (
+        f"; they hold only files of other formats, e.g. {', '.join(other[:3])}"
+        if other
+        else ""
+    )
+    raise ValueError(
+        f"Image folder {root!r}, split {split!r}: class folder(s) "
+        f"{', '.join(empty)} hold no image file ({', '.join(IMAGE_EXTENSIONS)})"
+        f"{note}. Add images or remove the folder(s)."
+    )
+
+
+def _check_readable_classes(root, split, images, found) -> None:
+    """Raises, naming the class folders none of whose images is readable.
+
+    `found` holds the classes with a readable image in the split; a sliced
+    split may miss a class whose readable images fall outside the slice,
+    so the rest of such a class is checked until one readable image is
+    found (each file is checked once per process).
+    """
+    unreadable = [
+        name
+        for name, paths in images.items()
+        if name not in found and not any(_is_readable_image(p) for p in paths)
+    ]
+    if unreadable:
+        example = os.path.relpath(images[unreadable[0]][0], root)
+        raise ValueError(
+            f"Image folder {root!r}, split {split!r}: no image of class "
+            f"folder(s) {', '.join(unreadable)} can be read (e.g. {example}). "
+            "Replace the files or remove the folder(s)."
+        )
 
 
 def tfds_source(
@@ -350,9 +498,12 @@ def tfds_source(
 
     Raises:
         ImportError: without TensorFlow Datasets.
-        RuntimeError: when the dataset is unknown, not prepared and cannot be
-            downloaded, or fails to load.
+        DatasetError: (a `RuntimeError` and a `ValueError`) when the dataset
+            is unknown, not prepared and cannot be downloaded, or fails to
+            load.
+        ValueError: a percentage slice outside `[-100%, 100%]`.
     """
+    _check_percentages(split)
     try:
         import tensorflow_datasets as tfds
     except ImportError as error:
@@ -376,11 +527,11 @@ def tfds_source(
     try:
         dataset, info = _load_prepared(tfds, name, options)
     except tfds.core.registered.DatasetNotFoundError:
-        raise RuntimeError(
+        raise DatasetError(
             f"Unknown {where}: see https://www.tensorflow.org/datasets/catalog."
         ) from None
     except Exception as error:  # TFDS raises many types; add the context.
-        raise RuntimeError(f"Could not load {where}: {_first_line(error)}") from error
+        raise DatasetError(f"Could not load {where}: {_first_line(error)}") from error
     if dataset is None:
         offline = (
             f"prepare it where there is a network with `tfds build {name} "
@@ -388,11 +539,11 @@ def tfds_source(
             f"{root!r}, or point `data_dir` at a prepared copy"
         )
         if not download:
-            raise RuntimeError(
+            raise DatasetError(
                 f"{where} is not prepared and download=False: {offline}."
             )
         if not check_download():
-            raise RuntimeError(
+            raise DatasetError(
                 f"{where} is not prepared and {_PROBE_ADDRESS[0]} cannot be "
                 f"reached to download it: {offline}."
             )
@@ -479,7 +630,7 @@ def _download_and_load(tfds, name, root, options, where):
             elif os.path.lexists(path):
                 os.remove(path)
         if isinstance(error, Exception):
-            raise RuntimeError(
+            raise DatasetError(
                 f"Could not download {where}: {_first_line(error)}"
             ) from error
         raise
@@ -529,7 +680,18 @@ def parse_split(split: str) -> tuple[str, str | None, str | None]:
     name, start, start_pct, stop, stop_pct = match.groups()
     start = (start + start_pct) if start else None
     stop = (stop + stop_pct) if stop else None
+    _check_percentages(split)
     return name, start, stop
+
+
+def _check_percentages(split: str) -> None:
+    """Refuses a percentage slice bound outside `[-100%, 100%]`, as TFDS does."""
+    for bound in re.findall(r"(-?\d+)%", split):
+        if abs(int(bound)) > 100:
+            raise ValueError(
+                f"Split {split!r} slices at {bound}%: a percentage slice bound "
+                "must be within -100% and 100%."
+            )
 
 
 def _slice(index: np.ndarray, start: str | None, stop: str | None, split: str):
@@ -538,6 +700,11 @@ def _slice(index: np.ndarray, start: str | None, stop: str | None, split: str):
             return None
         if bound.endswith("%"):
             return int(round(len(index) * int(bound[:-1]) / 100))
+        if abs(int(bound)) > len(index):  # As TFDS: no silent clipping.
+            raise ValueError(
+                f"Split {split!r} slices at example {bound}, outside the "
+                f"{len(index)} examples of the split."
+            )
         return int(bound)
 
     selected = index[position(start) : position(stop)]
@@ -583,7 +750,8 @@ def _report_skipped(root: str, skipped: list[str]) -> None:
         shown = ", ".join(os.path.relpath(path, root) for path in new[:_MAX_LOGGED])
         more = len(new) - _MAX_LOGGED
         logger.warning(
-            "Skipped %d unreadable image file(s) under %s: %s%s",
+            "Skipped %d file(s) under %s that are not readable images of a "
+            "format TensorFlow decodes: %s%s",
             len(new),
             root,
             shown,
@@ -592,20 +760,25 @@ def _report_skipped(root: str, skipped: list[str]) -> None:
 
 
 def check_disjoint(a: ImageSource, b: ImageSource) -> None:
-    """Raises when two sources share an example (e.g. train and test).
+    """Raises when two sources share an example (e.g. train and test), or
+    number their classes differently.
 
-    Folder sources compare their files (by real path), the digits their
-    indices, TFDS sources their example ranges within each split. A TFDS
-    source without split sizes (as under `tfds.testing.mock_data`) cannot be
-    checked and passes.
+    Folder sources compare their files by identity and by content: a file,
+    a link to it (symbolic or hard) and a byte-identical copy are one image.
+    Only files of equal size are read, and those only as far as needed (a
+    fingerprint of their first and last 8 KiB, then the whole file when the
+    fingerprints agree). The digits compare their indices, TFDS sources
+    their example ranges within each split. A TFDS source without split
+    sizes (as under `tfds.testing.mock_data`) cannot be checked and passes.
 
     Args:
         a: A source, e.g. the training split.
         b: Another source, e.g. the test split.
 
     Raises:
-        ValueError: in one line naming the two sources, how many examples
-            they share and a few of them.
+        ValueError: in one line naming the two sources and either the
+            classes found in one of them only, or how many examples they
+            share and a few of them.
 
     Example:
 
@@ -613,9 +786,22 @@ def check_disjoint(a: ImageSource, b: ImageSource) -> None:
     check_disjoint(load_source("digits", "train"), load_source("digits", "test"))
     ```
     """
+    _check_same_classes(a, b)
     if a.files is not None and b.files is not None:
-        shared = sorted(set(map(_identity, a.files)) & set(map(_identity, b.files)))
-        what = "example(s)" if shared and shared[0].startswith("digits#") else "file(s)"
+        pairs = _shared_files(a.files, b.files)
+        digits = bool(pairs) and pairs[0][0].startswith("digits#")
+        what = "example(s)" if digits else "file(s)"
+        if pairs and not digits:  # Paths under the folder both splits share.
+            top = os.path.commonpath([p for pair in pairs[:3] for p in pair[:2]])
+            what = f"file(s) under {top}"
+            pairs = [
+                (os.path.relpath(path, top), os.path.relpath(twin, top), how)
+                for path, twin, how in pairs
+            ]
+        shared = [
+            path if path == twin else f"{path} (same {how} as {twin})"
+            for path, twin, how in pairs
+        ]
         count = len(shared)
     else:
         overlaps = [
@@ -634,5 +820,90 @@ def check_disjoint(a: ImageSource, b: ImageSource) -> None:
         )
 
 
-def _identity(file: str) -> str:
-    return file if file.startswith("digits#") else os.path.realpath(file)
+def _check_same_classes(a: ImageSource, b: ImageSource) -> None:
+    if tuple(a.class_names) == tuple(b.class_names):
+        return
+    only_a = [name for name in a.class_names if name not in b.class_names]
+    only_b = [name for name in b.class_names if name not in a.class_names]
+    if only_a or only_b:
+        detail = (
+            f"only in {a.name!r}: {', '.join(only_a) or 'none'}; only in "
+            f"{b.name!r}: {', '.join(only_b) or 'none'}"
+        )
+    else:
+        detail = "the same names in another order"
+    raise ValueError(
+        f"Splits {a.name!r} and {b.name!r} have different classes ({detail}): "
+        "a label would not name the same class in both."
+    )
+
+
+_SAMPLE_BYTES = 8192  # Read from each end of a file for its fingerprint.
+# Digests of files, by (path, size, mtime, kind): each file read once.
+_DIGESTS: dict[tuple[str, int, int, str], bytes] = {}
+
+
+def _shared_files(a_files, b_files) -> list[tuple[str, str, str]]:
+    """`(file of b, the file of a it is, "file" | "content")` for each file
+    of b that is a file of a (same inode, e.g. a link) or a byte-identical
+    copy of one, in b's order; digits identities compare as names."""
+    a_by_id, a_by_size = {}, {}
+    for path in dict.fromkeys(a_files):
+        key, stat = _file_key(path)
+        a_by_id.setdefault(key, path)
+        if stat is not None:
+            a_by_size.setdefault(stat.st_size, []).append((path, stat))
+    pairs, candidates = [], []
+    for path in dict.fromkeys(b_files):
+        key, stat = _file_key(path)
+        if key in a_by_id:
+            twin = a_by_id[key]
+            pairs.append((path, twin, "file"))
+        elif stat is not None and stat.st_size in a_by_size:
+            candidates.append((path, stat))
+    # Byte-identical copies: only among files of one size, fingerprint first.
+    a_by_sample = {}
+    for size in sorted({stat.st_size for _, stat in candidates}):
+        for twin, twin_stat in a_by_size[size]:
+            sample = _digest(twin, twin_stat, "sample")
+            a_by_sample.setdefault(sample, []).append((twin, twin_stat))
+    for path, stat in candidates:
+        for twin, twin_stat in a_by_sample.get(_digest(path, stat, "sample"), ()):
+            if _digest(twin, twin_stat, "full") == _digest(path, stat, "full"):
+                pairs.append((path, twin, "content"))
+                break
+    order = {path: i for i, path in enumerate(dict.fromkeys(b_files))}
+    return sorted(pairs, key=lambda pair: order[pair[0]])
+
+
+def _file_key(path: str):
+    """`(identity, stat)`: `(device, inode)` for a file, the name otherwise."""
+    if path.startswith("digits#"):
+        return path, None
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return os.path.realpath(path), None
+    return (stat.st_dev, stat.st_ino), stat
+
+
+def _digest(path: str, stat: os.stat_result, kind: str) -> bytes:
+    """BLAKE2b of the file (`"full"`) or of its first and last 8 KiB."""
+    if stat.st_size <= 2 * _SAMPLE_BYTES:
+        kind = "full"  # The sample would be the whole file.
+    key = (path, stat.st_size, stat.st_mtime_ns, kind)
+    if key not in _DIGESTS:
+        digest = hashlib.blake2b(str(stat.st_size).encode())
+        try:
+            with open(path, "rb") as file:
+                if kind == "full":
+                    for chunk in iter(lambda: file.read(1 << 20), b""):
+                        digest.update(chunk)
+                else:
+                    digest.update(file.read(_SAMPLE_BYTES))
+                    file.seek(-_SAMPLE_BYTES, os.SEEK_END)
+                    digest.update(file.read(_SAMPLE_BYTES))
+        except OSError:
+            digest.update(os.fsencode(path))  # Unreadable: equal to no other.
+        _DIGESTS[key] = digest.digest()
+    return _DIGESTS[key]

@@ -15,7 +15,8 @@ need to know the normalisation.
 A model without a head (`include_top=False`) serves its representation:
 every signature then returns `pooled` only. Every signature first checks the
 shape of its input (`check_shape`): a request of another size, channel count
-or rank fails alone, with a message saying what was expected.
+or rank fails alone, with a message saying what was expected. `serving_float`
+also refuses NaN and infinite pixels (`check_finite`).
 
 A dynamic-size model (`keras_vit.ViT(..., dynamic_image_size=True)`) is
 served at any size: `serving_default`, `serving_float` and `features` take
@@ -322,7 +323,8 @@ class ServingGraph:
 
     def serving_float(self, images: tf.Tensor) -> dict[str, tf.Tensor]:
         """float32 `(B, H, W, 3)` in `[0, 255]` -> `logits`, `probabilities`."""
-        return self.classify(self._checked(images, SERVING_FLOAT, "images"))
+        images = self._checked(images, SERVING_FLOAT, "images")
+        return self.classify(check_finite(images, SERVING_FLOAT, "images"))
 
     def serving_bytes(self, image_bytes: tf.Tensor) -> dict[str, tf.Tensor]:
         """string `(B,)` -> `probabilities`, `top_k_*` (decoded, resized)."""
@@ -423,6 +425,52 @@ def check_shape(
         ok = tf.cond(ok, fits, lambda: tf.constant(False))
     message = tf.strings.join(
         [f"{signature}: expected {key} of shape ({expected}){suffix}, got (", got, ")"]
+    )
+    assertion = tf.debugging.Assert(ok, [message])
+    with tf.control_dependencies([assertion]):
+        return tf.identity(tensor)  # Nothing downstream runs before the check.
+
+
+def check_finite(tensor: tf.Tensor, signature: str, key: str) -> tf.Tensor:
+    """Returns `tensor`, once checked to hold no NaN or infinity when run.
+
+    A float request with a NaN or an infinite pixel would otherwise be
+    answered (with NaN scores, or a class chosen from them). It fails
+    instead, alone, with an `InvalidArgumentError` counting what came, e.g.
+    `serving_float: expected finite images (pixel values in [0, 255]), got 1
+    NaN and 0 infinite value(s)`. Built from comparisons only (no
+    `IsFinite`), so that LiteRT and ONNX conversions keep working.
+
+    Args:
+        tensor: The signature's float input.
+        signature: The signature's name, for the message.
+        key: The input's name, for the message.
+
+    Example:
+
+    ```python
+    images = check_finite(images, "serving_float", "images")
+    ```
+    """
+    largest = tf.constant(tensor.dtype.max, tensor.dtype)
+    finite = tf.math.less_equal(tf.math.abs(tensor), largest)  # False for NaN.
+    nan = tf.math.not_equal(tensor, tensor)
+
+    def count(mask):
+        return tf.strings.as_string(tf.math.count_nonzero(mask))
+
+    ok = tf.math.reduce_all(finite)
+    infinite = tf.math.logical_and(
+        tf.math.logical_not(finite), tf.math.logical_not(nan)
+    )
+    message = tf.strings.join(
+        [
+            f"{signature}: expected finite {key} (pixel values in [0, 255]), got ",
+            count(nan),
+            " NaN and ",
+            count(infinite),
+            " infinite value(s)",
+        ]
     )
     assertion = tf.debugging.Assert(ok, [message])
     with tf.control_dependencies([assertion]):

@@ -17,10 +17,15 @@ plain = keras_vit.finetune.merge_lora(model)  # for keras_vit.export.export
 
 from __future__ import annotations
 
+import hashlib
+import json
+import warnings
+
 import keras
 import numpy as np
 
 from keras_vit import atomic
+from keras_vit import keras_internals
 from keras_vit.layers.attention import QKV
 from keras_vit.layers.attention import MultiHeadSelfAttention
 from keras_vit.layers.utils import subset_of
@@ -29,6 +34,10 @@ from keras_vit.models.layout import ViTLayout
 
 LORA_TARGETS = ("qkv", "query", "key", "value", "out", "mlp")
 _LORA_KEYS = ("lora_rank", "lora_alpha", "lora_targets")
+# The adapter file's record of its base model: a JSON string stored under a
+# key no variable path can take (paths hold "/").
+RECORD_KEY = "__base_model__"
+_RECORD_FORMAT = 1
 
 
 def _attention_targets(targets) -> tuple[str, ...]:
@@ -109,10 +118,110 @@ def lora_variables(model: keras.Model) -> dict[str, keras.Variable]:
     return values
 
 
+def _adapters(model) -> dict:
+    """Rank, alpha and targets of the model's adapters (they are the same in
+    every block: `enable_lora` sets them once)."""
+    block = ViTLayout.of(model).block(0)
+    attention, dense = block.attention, block.mlp_dense_1
+    targets = list(attention.lora_targets) if attention.lora_enabled else []
+    if dense.lora_enabled:
+        targets.append("mlp")
+    source = attention if attention.lora_enabled else dense
+    return {
+        "rank": int(source.lora_rank),
+        "alpha": float(source.lora_alpha),
+        "targets": targets,
+    }
+
+
+def _base_fingerprint(model) -> str:
+    """SHA-256 of the frozen base: every variable but the adapters and head."""
+    head = {id(v) for v in _head_variables(model)}
+    digest = hashlib.sha256()
+    for variable in sorted(model.weights, key=lambda v: v.path):
+        if _is_adapter(variable) or id(variable) in head:
+            continue
+        value = np.ascontiguousarray(variable.numpy())
+        digest.update(f"{variable.path} {value.dtype} {value.shape}".encode())
+        digest.update(value.tobytes())
+    return digest.hexdigest()
+
+
+def base_model_record(model: keras.Model) -> dict:
+    """What an adapter file records about the model its adapters were made for.
+
+    The architecture read off the model's weights (width, depth, heads, MLP
+    width, patch size, hybrid backbone: `keras_vit.weights.Architecture`),
+    its patch grid, prefix tokens and input channels, the adapters' rank,
+    alpha and targets, and a SHA-256 of the frozen base weights.
+
+    Example:
+
+    >>> model = keras_vit.ViT("test/4", image_size=16, num_classes=3)
+    >>> enable_lora(model, rank=2)
+    >>> base_model_record(model)["architecture"]["patch_size"]
+    [4, 4]
+    """
+    from keras_vit.weights import architecture
+    from keras_vit.weights import npz
+
+    layout = ViTLayout.of(model)
+    keys, _ = npz.checkpoint_layout(model)
+    arch = architecture.describe({k: t.shape for k, t in keys.items()})
+    return {
+        "format": _RECORD_FORMAT,
+        "architecture": {
+            "name": arch.name,
+            "hidden_dim": arch.hidden_dim,
+            "depth": arch.depth,
+            "num_heads": arch.num_heads,
+            "mlp_dim": arch.mlp_dim,
+            "patch_size": None if arch.patch_size is None else list(arch.patch_size),
+            "backbone": None
+            if arch.backbone is None
+            else [list(arch.backbone[0]), arch.backbone[1]],
+        },
+        "grid_size": list(layout.grid_size),
+        "num_prefix_tokens": layout.num_prefix_tokens,
+        "channels": layout.channels,
+        "lora": _adapters(model),
+        "base_sha256": _base_fingerprint(model),
+    }
+
+
+def _record_differences(saved: dict, current: dict) -> list[str]:
+    """`"field: file X, model Y"` for each identity field that differs."""
+    pairs = [
+        (f"{field}", saved["architecture"].get(field), current["architecture"][field])
+        for field in current["architecture"]
+        if field != "name"
+    ]
+    pairs += [
+        (field, saved.get(field), current[field])
+        for field in ("grid_size", "num_prefix_tokens", "channels")
+    ]
+    pairs += [
+        (f"lora {field}", saved.get("lora", {}).get(field), current["lora"][field])
+        for field in ("rank", "alpha", "targets")
+    ]
+    return [
+        f"{field}: file {_shown(old)}, model {_shown(new)}"
+        for field, old, new in pairs
+        if old != new
+    ]
+
+
+def _shown(value) -> str:
+    return str(tuple(value)) if isinstance(value, list) else str(value)
+
+
 def save_lora_weights(model: keras.Model, path: str) -> None:
     """Writes the adapters and the head alone to an `.npz` file.
 
-    The file is complete or absent: written to a temporary file in the same
+    The file also records the base model (`base_model_record`: the
+    architecture, patch grid, adapter rank, alpha and targets, and a
+    fingerprint of the frozen weights), which `load_lora_weights` checks.
+    It is complete or absent: written to a temporary file in the same
     directory, flushed, synced and renamed over `path`.
     """
     if not str(path).endswith(".npz"):
@@ -120,6 +229,7 @@ def save_lora_weights(model: keras.Model, path: str) -> None:
     arrays = {
         k: keras.ops.convert_to_numpy(v) for k, v in lora_variables(model).items()
     }
+    arrays[RECORD_KEY] = np.array(json.dumps(base_model_record(model)))
 
     def write(partial):
         with open(partial, "wb") as file:
@@ -131,14 +241,25 @@ def save_lora_weights(model: keras.Model, path: str) -> None:
 def load_lora_weights(model: keras.Model, path: str) -> None:
     """Loads a `save_lora_weights` file into a model with the same adapters.
 
-    Everything is checked before anything is assigned: a file whose keys or
-    shapes differ from the model's adapters and head raises a `ValueError`
-    naming them and leaves the model unchanged.
+    Everything is checked before anything is assigned: a file whose keys,
+    shapes or values (NaN, inf) differ from the model's adapters and head,
+    or that was saved from another base model (another architecture, patch
+    size, patch grid, or adapter rank, alpha or targets: the file's record
+    says which), raises a `ValueError` naming the difference and leaves the
+    model unchanged. Adapters made on other base weights of the same
+    architecture (another checkpoint) load with a warning. A file without a
+    record (written by an older keras_vit) loads with a warning that it
+    could not be checked.
     """
     variables = lora_variables(model)
     try:
         with np.load(path, allow_pickle=False) as file:
             arrays = {key: file[key] for key in file.files}
+        record = arrays.pop(RECORD_KEY, None)
+        if record is not None:
+            record = json.loads(str(record))
+            if not isinstance(record, dict) or "architecture" not in record:
+                raise ValueError("its base-model record is malformed")
     except FileNotFoundError:
         raise
     except Exception as error:
@@ -158,6 +279,31 @@ def load_lora_weights(model: keras.Model, path: str) -> None:
             )
         if not np.all(np.isfinite(arrays[key])):
             raise ValueError(f"{path}: {key!r} has non-finite values.")
+    if record is None:
+        warnings.warn(
+            f"{path} does not record the base model its adapters were made for "
+            "(it was written by an older keras_vit), so that cannot be checked; "
+            "save it again with save_lora_weights to record it.",
+            stacklevel=2,
+        )
+    else:
+        current = base_model_record(model)
+        differ = _record_differences(record, current)
+        if differ:
+            raise ValueError(
+                f"{path} was saved from another base model "
+                f"({record['architecture'].get('name')}; this one is "
+                f"{current['architecture']['name']}): {'; '.join(differ)}. "
+                "No weight was changed."
+            )
+        if record.get("base_sha256") != current["base_sha256"]:
+            warnings.warn(
+                f"The base weights of model {model.name!r} differ from those the "
+                f"adapters in {path} were made on (same architecture, another "
+                "checkpoint or changed weights); they are loaded, but may not "
+                "apply.",
+                stacklevel=2,
+            )
     for key, variable in variables.items():
         variable.assign(arrays[key])
 
@@ -178,13 +324,13 @@ def merge_lora(model: keras.Model) -> keras.Model:
     with `keras_vit.export.export` like any other model.
     """
     merged = {}
-    for layer in model._flatten_layers():
+    for layer in keras_internals.flatten_layers(model):
         if isinstance(layer, MultiHeadSelfAttention) and layer.lora_enabled:
             qkv, out = layer.merged_kernels()
             merged[layer.qkv_kernel.path] = qkv
             merged[layer.out_kernel.path] = out
         elif isinstance(layer, keras.layers.Dense) and layer.lora_enabled:
-            merged[layer._kernel.path] = layer.kernel
+            merged[keras_internals.dense_kernel_variable(layer).path] = layer.kernel
     if not merged:
         raise ValueError(f"Model {model.name!r} has no LoRA adapters to merge.")
     plain = model.__class__.from_config(_strip_lora(model.get_config()))

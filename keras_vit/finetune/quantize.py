@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import keras
 
+from keras_vit import keras_internals
 from keras_vit.layers.attention import MultiHeadSelfAttention
 from keras_vit.models.layout import HEAD_LAYERS
 
@@ -42,7 +43,7 @@ def quantize(
         return not (keep_head and layer.name in HEAD_LAYERS)
 
     model.quantize(mode, filters=kwargs.pop("filters", wanted), **kwargs)
-    for layer in model._flatten_layers():
+    for layer in keras_internals.flatten_layers(model):
         if isinstance(layer, MultiHeadSelfAttention) and not layer.quantization_mode:
             if mode in ("int8", "int4"):
                 layer.quantize(mode)

@@ -307,8 +307,9 @@ def use_recompute_activations() -> bool:
     - the attention probabilities `softmax(q k^T)` (of the explicit attention
       core: no scores returned, no attention dropout, `fused_attention` off);
     - the MLP's GELU output, which the second dense layer's kernel gradient
-      needs (exact GELU with `erf_gelu` on, no MLP dropout, a float
-      `mlp_dense_2` without LoRA).
+      needs (exact GELU with `erf_gelu` on, no MLP dropout, and a plain float
+      `mlp_dense_2`: no LoRA, no quantization; see
+      `keras_internals.plain_dense_weights`).
 
     For a ViT-S/16 step at batch 32 on TensorFlow: 0.36 GB and 0.46 GB less
     peak memory, for about 3% of the step's time (docs/performance.md).

@@ -5,6 +5,7 @@ from __future__ import annotations
 import keras
 from keras import ops
 
+from keras_vit.layers import custom_grads
 from keras_vit.layers.config import use_closed_form_layer_norm
 
 
@@ -81,38 +82,5 @@ class LayerNorm(keras.layers.LayerNormalization):
         # Tensors, not the variables: the gradient then flows through the
         # function's inputs (TensorFlow's custom gradients need that).
         gamma, beta = ops.copy(self.gamma), ops.copy(self.beta)  # (D,) float32
-        outputs = _layer_norm(inputs, gamma, beta, self.epsilon)
+        outputs = custom_grads.layer_norm(inputs, gamma, beta, self.epsilon)
         return ops.cast(outputs, self.compute_dtype)
-
-
-def _layer_norm(x, gamma, beta, epsilon):
-    """Normalizes the last axis of `x`; statistics and gradients in float32."""
-
-    @ops.custom_gradient
-    def forward(x, gamma, beta):
-        x32 = ops.cast(x, "float32")  # (..., D)
-        centred = x32 - ops.mean(x32, axis=-1, keepdims=True)
-        inv_sigma = ops.rsqrt(
-            ops.mean(ops.square(centred), axis=-1, keepdims=True) + epsilon
-        )  # (..., 1)
-        normalized = centred * inv_sigma  # (..., D)
-        outputs = ops.cast(normalized * gamma + beta, x.dtype)
-
-        def backward(*args, upstream=None):
-            if upstream is None:
-                (upstream,) = args
-            dy = ops.cast(upstream, "float32")  # (..., D)
-            rows = tuple(range(len(dy.shape) - 1))
-            d_gamma = ops.sum(dy * normalized, axis=rows)  # (D,)
-            d_beta = ops.sum(dy, axis=rows)  # (D,)
-            g = dy * gamma
-            dx = inv_sigma * (
-                g
-                - ops.mean(g, axis=-1, keepdims=True)
-                - normalized * ops.mean(g * normalized, axis=-1, keepdims=True)
-            )
-            return ops.cast(dx, x.dtype), d_gamma, d_beta
-
-        return outputs, backward
-
-    return forward(x, gamma, beta)

@@ -5,17 +5,16 @@ from __future__ import annotations
 import keras
 from keras import ops
 
+from keras_vit import keras_internals
+from keras_vit.layers import custom_grads
 from keras_vit.layers.attention import MultiHeadSelfAttention
 from keras_vit.layers.config import use_erf_gelu
 from keras_vit.layers.config import use_recompute_activations
 from keras_vit.layers.drop_path import DropPath
 from keras_vit.layers.layer_norm import LayerNorm
 from keras_vit.layers.layer_scale import LayerScale
-from keras_vit.layers.recompute import after
 
 LAYER_NORM_EPSILON = 1e-6
-_SQRT_HALF = 0.7071067811865476
-_INV_SQRT_2PI = 0.3989422804014327
 MLP_KINDS = ("gelu", "swiglu")
 # The sublayers `model.quantize` can change (see `sublayer_dtypes`).
 SUBLAYERS_WITH_DTYPES = ("attention", "mlp_dense_1", "mlp_dense_2")
@@ -49,85 +48,7 @@ def gelu(x, approximate: bool = False, training: bool | None = None):
     erf_form = use_erf_gelu()
     if approximate or not (training and erf_form):
         return ops.gelu(x, approximate=approximate)
-    return _erf_gelu(x)
-
-
-def _cdf(x32):
-    """`Phi(x)`, the standard normal CDF, in float32."""
-    return 0.5 + 0.5 * ops.erf(x32 * _SQRT_HALF)
-
-
-def _gelu_derivative(x32, cdf):
-    """`d/dx [x Phi(x)] = Phi(x) + x phi(x)`, in float32."""
-    return cdf + x32 * (_INV_SQRT_2PI * ops.exp(-0.5 * ops.square(x32)))
-
-
-def _erf_gelu(x):
-    """`x * Phi(x)` whose backward pass keeps only `x` and recomputes the rest.
-
-    Differentiated op by op, the product `x * (1 + erf(x / sqrt 2)) / 2`
-    keeps three tensors of the MLP's width alive until the backward pass
-    (`x`, the `erf` argument and the CDF): 0.9 GB of a ViT-S/16 step at batch
-    32. Here the gradient `dy * (Phi(x) + x * phi(x))` is recomputed from `x`
-    alone (one `erf` and one `exp` more), as PyTorch's GELU backward does.
-    """
-
-    @ops.custom_gradient
-    def forward(x):
-        outputs = x * ops.cast(_cdf(ops.cast(x, "float32")), x.dtype)  # (..., M)
-
-        def backward(*args, upstream=None):
-            if upstream is None:
-                (upstream,) = args
-            # The CDF computed again, not merged with the forward one.
-            (x32,) = after(upstream, ops.cast(x, "float32"))
-            dx = ops.cast(upstream, "float32") * _gelu_derivative(x32, _cdf(x32))
-            return ops.cast(dx, x.dtype)
-
-        return outputs, backward
-
-    return forward(x)
-
-
-def _gelu_then_dense(x, kernel, bias):
-    """`gelu(x) @ kernel + bias` whose backward pass recomputes `gelu(x)`.
-
-    The second MLP layer's kernel gradient needs its input, the GELU output,
-    so differentiated layer by layer both `x` and `gelu(x)` stay alive until
-    the backward pass. Here only `x` does: the backward pass computes the CDF
-    once from `x` and uses it for the GELU output (for the kernel gradient)
-    and for the GELU derivative. 0.46 GB less for a ViT-S/16 step at batch
-    32, for one multiplication more than `_erf_gelu`'s backward pass.
-
-    Args:
-        x: The first MLP layer's outputs, `(B*N, M)`.
-        kernel: The second layer's kernel in the compute dtype, `(M, D)`.
-        bias: Its bias in the compute dtype, `(D,)`.
-
-    Returns:
-        `(B*N, D)`.
-    """
-
-    @ops.custom_gradient
-    def forward(x, kernel, bias):
-        hidden = x * ops.cast(_cdf(ops.cast(x, "float32")), x.dtype)  # (B*N, M)
-        outputs = ops.add(ops.matmul(hidden, kernel), bias)  # (B*N, D)
-
-        def backward(*args, upstream=None):
-            if upstream is None:
-                (upstream,) = args
-            (x32,) = after(upstream, ops.cast(x, "float32"))  # computed again
-            cdf = _cdf(x32)
-            hidden = ops.cast(x32 * cdf, x.dtype)  # (B*N, M)
-            d_kernel = ops.matmul(ops.transpose(hidden), upstream)  # (M, D)
-            d_bias = ops.sum(upstream, axis=0)  # (D,)
-            d_hidden = ops.matmul(upstream, ops.transpose(kernel))  # (B*N, M)
-            d_x = ops.cast(d_hidden, "float32") * _gelu_derivative(x32, cdf)
-            return ops.cast(d_x, x.dtype), d_kernel, d_bias
-
-        return outputs, backward
-
-    return forward(x, kernel, bias)
+    return custom_grads.erf_gelu(x)
 
 
 @keras.saving.register_keras_serializable(package="keras_vit")
@@ -156,6 +77,9 @@ class TransformerBlock(keras.layers.Layer):
             Defaults to `None` (no scale).
         qk_norm: LayerNorm on queries and keys per head (timm's `qk_norm`).
             Defaults to `False`.
+        qkv_bias: Learned query, key and value biases in the attention
+            (timm's `qkv_bias`); the attention output keeps its bias either
+            way. Defaults to `True`.
         mlp: `"gelu"` (default): `Dense(mlp_dim) -> GELU -> Dense(dim)`.
             `"swiglu"`: `Dense(2 * mlp_dim)`, split in halves `a, b`,
             `silu(a) * b`, then `Dense(dim)` (timm's `SwiGLUPacked`, used by
@@ -207,6 +131,7 @@ class TransformerBlock(keras.layers.Layer):
         gelu_approximate: bool = False,
         layer_scale_init: float | None = None,
         qk_norm: bool = False,
+        qkv_bias: bool = True,
         mlp: str = "gelu",
         sublayer_dtypes: dict[str, str] | None = None,
         **kwargs,
@@ -220,6 +145,7 @@ class TransformerBlock(keras.layers.Layer):
             None if layer_scale_init is None else float(layer_scale_init)
         )
         self.qk_norm = bool(qk_norm)
+        self.qkv_bias = bool(qkv_bias)
         self.mlp = mlp
         self.num_heads = int(num_heads)
         self.mlp_dim = int(mlp_dim)
@@ -248,6 +174,7 @@ class TransformerBlock(keras.layers.Layer):
             self.num_heads,
             attention_dropout_rate=self.attention_dropout_rate,
             qk_norm=self.qk_norm,
+            qkv_bias=self.qkv_bias,
             name="attention",
             dtype=dtype_of("attention"),
         )
@@ -333,14 +260,13 @@ class TransformerBlock(keras.layers.Layer):
         if self.mlp == "swiglu":
             gate, y = ops.split(y, 2, axis=-1)  # (B*N, mlp_dim) each
             y = ops.silu(gate) * y
-        if self._recomputes_gelu(training):
-            dense = self.mlp_dense_2
+        fused = self._gelu_dense_weights(training, y.dtype)
+        if fused is not None:
             dtype = keras.backend.standardize_dtype(y.dtype)
             # Tensors, not the variables: the gradient then flows through the
             # function's inputs (TensorFlow's custom gradients need that).
-            kernel = ops.cast(ops.copy(dense.kernel), dtype)  # (M, D)
-            bias = ops.cast(ops.copy(dense.bias), dtype)  # (D,)
-            y = _gelu_then_dense(y, kernel, bias)  # (B*N, D)
+            kernel, bias = (ops.cast(ops.copy(v), dtype) for v in fused)  # (M, D), (D,)
+            y = custom_grads.gelu_then_dense(y, kernel, bias)  # (B*N, D)
         else:
             if self.mlp != "swiglu":
                 y = gelu(y, self.gelu_approximate, training)
@@ -363,21 +289,23 @@ class TransformerBlock(keras.layers.Layer):
             return outputs, scores
         return outputs
 
-    def _recomputes_gelu(self, training) -> bool:
-        """Whether this training call fuses GELU into the second dense layer."""
-        dense = self.mlp_dense_2
-        return bool(
-            training
-            and use_recompute_activations()
-            and use_erf_gelu()
-            and self.mlp == "gelu"
-            and not self.gelu_approximate
-            and self.mlp_dropout_1.rate == 0
-            and dense.use_bias
-            and dense.activation is keras.activations.linear
-            and dense.quantization_mode is None
-            and not dense.lora_enabled
-        )
+    def _gelu_dense_weights(self, training, dtype):
+        """`mlp_dense_2`'s `(kernel, bias)` if this call fuses the GELU into it.
+
+        In training with `recompute_activations` and `erf_gelu` on, an exact
+        GELU MLP without dropout between its layers computes GELU and the
+        second layer in one function (`custom_grads.gelu_then_dense`) that
+        reads the layer's variables instead of calling it. That is only
+        exact for a plain float `Dense`, which
+        `keras_internals.plain_dense_weights` checks against an allow-list:
+        any other state (LoRA, a quantized kernel, a mode a later Keras adds)
+        gives `None`, and the layer is called.
+        """
+        if not (training and use_recompute_activations() and use_erf_gelu()):
+            return None
+        if self.mlp != "gelu" or self.gelu_approximate or self.mlp_dropout_1.rate:
+            return None
+        return keras_internals.plain_dense_weights(self.mlp_dense_2, dtype)
 
     def rematerialized_call(self, layer_call, *args, **kwargs):
         """`keras.RematScope` support: recompute the block in the backward pass.
@@ -433,6 +361,7 @@ class TransformerBlock(keras.layers.Layer):
                 "gelu_approximate": self.gelu_approximate,
                 "layer_scale_init": self.layer_scale_init,
                 "qk_norm": self.qk_norm,
+                "qkv_bias": self.qkv_bias,
                 "mlp": self.mlp,
             }
         )

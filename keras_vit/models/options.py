@@ -165,9 +165,8 @@ class EncoderOptions:
             "gelu_approximate": self.gelu_approximate,
             "layer_scale_init": self.layer_scale_init,
             "qk_norm": self.qk_norm,
+            "qkv_bias": self.qkv_bias,
             "mlp": self.mlp,
-            # Passed only when off: blocks without the option still build.
-            **({} if self.qkv_bias else {"qkv_bias": False}),
         }
 
 

@@ -72,6 +72,8 @@ BACKBONES = types.MappingProxyType(
 )
 
 _VARIANT_PATTERN = re.compile(r"^(?:(R\d+)\+)?([A-Za-z][A-Za-z0-9]*)/(\d+)$")
+# A size the table does not list: width x depth x MLP width x heads / patch.
+_CUSTOM_PATTERN = re.compile(r"^(\d+)x(\d+)x(\d+)x(\d+)/(\d+)$")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,21 +93,26 @@ class ModelSpec:
 
     @property
     def name(self) -> str:
-        """The default model name, e.g. `"vit_b16"` or `"r50_vit_b16"`."""
+        """The default model name, e.g. `"vit_b16"`, `"r50_vit_b16"` or
+        `"vit_96x6x192x4_p4"`."""
         prefix = "" if self.backbone is None else f"{self.backbone_name.lower()}_"
+        if "x" in self.size:  # A spelled-out size: "vit_96x6x192x4_p4".
+            return f"{prefix}vit_{self.size}_p{self.total_stride}"
         return f"{prefix}vit_{self.size.lower()}{self.total_stride}"
 
 
 def parse_variant(
     variant: str, backbone: ResNetSpec | tuple[int, ...] | None = None
 ) -> ModelSpec:
-    """Parses `"B/16"`, `"L/32"`, `"R50+B/16"`, `"test/8"` into a `ModelSpec`.
+    """Parses `"B/16"`, `"L/32"`, `"R50+B/16"`, `"192x12x768x3/2"` into a `ModelSpec`.
 
     Args:
         variant: `"<size>/<patch>"`, optionally prefixed with a backbone name
             (`"R50+"`, `"R26+"`). The number after the slash is the total
             stride of a token: the patch size of a plain ViT, and backbone
-            stride times patch size of a hybrid.
+            stride times patch size of a hybrid. A size the table does not
+            list is spelled `"<width>x<depth>x<mlp width>x<heads>/<patch>"`
+            (e.g. Park & Kim's CIFAR ViT-Ti, `"192x12x768x3/2"`).
         backbone: A custom `ResNetSpec` (or its `layers` tuple) for a hybrid;
             not allowed together with a backbone name in `variant`.
 
@@ -113,11 +120,23 @@ def parse_variant(
         ValueError: for an unknown size or backbone, or a stride the backbone
             does not divide.
     """
+    custom = _CUSTOM_PATTERN.match(variant) if isinstance(variant, str) else None
+    if custom is not None and backbone is None:
+        width, depth, mlp, heads, patch = (int(g) for g in custom.groups())
+        if min(width, depth, mlp, heads, patch) <= 0 or width % heads:
+            raise ValueError(
+                f"Variant {variant!r} needs positive numbers and a width that "
+                "the heads divide."
+            )
+        return custom_spec(
+            patch, hidden_dim=width, depth=depth, mlp_dim=mlp, num_heads=heads
+        )
     match = _VARIANT_PATTERN.match(variant) if isinstance(variant, str) else None
     if match is None:
         raise ValueError(
             f"Unknown variant {variant!r}. Expected '<size>/<patch>' such as "
-            f"'B/16' or 'R50+B/16', with size one of {sorted(VARIANTS)}."
+            f"'B/16' or 'R50+B/16', with size one of {sorted(VARIANTS)}, or "
+            "'<width>x<depth>x<mlp>x<heads>/<patch>' such as '192x12x768x3/2'."
         )
     backbone_name, size, stride = match.group(1), match.group(2), int(match.group(3))
     if stride <= 0:
@@ -163,7 +182,8 @@ def custom_spec(
 ) -> ModelSpec:
     """The spec of a plain ViT whose size the table does not list.
 
-    Pass it to `keras_vit.ViT` in place of a variant string.
+    Pass it to `keras_vit.ViT` in place of a variant string (or spell the
+    variant `"96x6x192x4/4"`, which `parse_variant` turns into this spec).
 
     Example:
 
@@ -179,5 +199,7 @@ def custom_spec(
         num_heads=int(num_heads),
     )
     return dataclasses.replace(
-        parse_variant(f"B/{int(patch_size)}"), size="custom", variant=size
+        parse_variant(f"B/{int(patch_size)}"),
+        size=f"{size.hidden_dim}x{size.depth}x{size.mlp_dim}x{size.num_heads}",
+        variant=size,
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import keras
 
 from keras_vit.keras_internals import ClipGradientsHook
+from keras_vit.keras_internals import optimizer_variable_index
 
 OPTIMIZERS = ("adamw", "adam", "sgd")
 
@@ -79,7 +80,7 @@ class _LayerwiseRates:
 
     def update_step(self, gradient, variable, learning_rate):
         if self.lr_multipliers:
-            scale = self._rate_scales[self._get_variable_index(variable)]
+            scale = self._rate_scales[optimizer_variable_index(self, variable)]
             if scale != 1.0:
                 learning_rate = learning_rate * scale
         return super().update_step(gradient, variable, learning_rate)

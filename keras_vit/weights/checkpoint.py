@@ -32,6 +32,7 @@ from keras_vit.models import layout as names
 from keras_vit.models.layout import ViTLayout
 from keras_vit.models.variants import parse_variant
 from keras_vit.weights import architecture
+from keras_vit.weights import checks
 from keras_vit.weights import npz
 from keras_vit.weights import registry
 from keras_vit.weights import safetensors
@@ -106,6 +107,8 @@ def read_checkpoint(
         if os.sep in path or "." in os.path.basename(path):
             raise FileNotFoundError(f"No checkpoint file at {path!r}.")
         registry.find(path, None)  # raises: unknown tag, listing the known ones
+    if os.path.isdir(path):
+        raise CheckpointError(_directory_message(path))
     if path.endswith(KERAS_SUFFIXES):
         return from_keras_file(path, model)
     if torch_file.is_torch_file(path):  # a timm state dict in a torch.save file
@@ -118,15 +121,41 @@ def read_checkpoint(
     return Checkpoint(npz.normalize(params), source=path)
 
 
+# What a directory may hold that `weights=` reads, for the error's hint.
+_FILE_SUFFIXES = (".npz", ".safetensors", ".keras", ".weights.h5")
+
+
+def _directory_message(path: str) -> str:
+    """One sentence on why a directory is refused, and what to pass instead."""
+    try:
+        names = sorted(os.listdir(path))
+    except OSError:
+        names = []
+    if any(n in ("saved_model.pb", "saved_model.pbtxt") for n in names):
+        return (
+            f"{path!r} is a TensorFlow SavedModel directory, which keras_vit does "
+            "not load weights from (an export for serving): pass the .keras, "
+            ".weights.h5 or checkpoint file the model was built from."
+        )
+    files = [os.path.join(path, n) for n in names if n.endswith(_FILE_SUFFIXES)]
+    hint = f", e.g. {files[0]!r}" if files else ""
+    return (
+        f"{path!r} is a directory; `weights=` takes a checkpoint file (.npz, "
+        f".safetensors, .keras or .weights.h5){hint}, or a known tag."
+    )
+
+
 def _from_safetensors(path: str, layout: dict) -> dict:
     """A timm or Hugging Face `.safetensors` file in the original layout."""
     tensors = safetensors.read_safetensors(path)
+    checks.check_finite(tensors, path)  # named by the file's own keys
     return safetensors.to_original_layout(tensors, _heads(layout))
 
 
 def _from_npz(path: str, layout: dict) -> dict:
     """An original or big_vision (`params/img/...`) `.npz` in the original layout."""
     params = npz.read_npz(path)
+    checks.check_finite(params, path)  # named by the file's own keys
     if safetensors.is_big_vision(params):
         params = npz.normalize(safetensors.to_original_layout(params, _heads(layout)))
     return params
@@ -215,12 +244,25 @@ def from_keras_file(path: str, model: keras.Model) -> Checkpoint:
     weights_file, grid = _open_keras_file(path)
     try:
         with h5py.File(weights_file, "r") as store:
-            saved = keras_internals.read_saved_layers(store)
+            legacy = _is_legacy_hdf5(store)
+            saved = {} if legacy else keras_internals.read_saved_layers(store)
     except OSError as error:
         raise CheckpointError(
             f"{path!r} is not a readable Keras weights file ({error}). It may "
             "be truncated or corrupt."
         ) from error
+    if legacy:
+        raise CheckpointError(
+            f"{path!r} is a legacy Keras HDF5 file (Keras 2, or Keras 3's "
+            "`model.save('x.h5')`), which is not supported: save the model with "
+            "`model.save('x.keras')` or `model.save_weights('x.weights.h5')`."
+        )
+    if not any(_has_values(e) for entries in saved.values() for e in entries):
+        raise CheckpointError(
+            f"{path!r} holds no layer weights in the Keras 3 format; save the "
+            "model with `model.save('x.keras')` or "
+            "`model.save_weights('x.weights.h5')`."
+        )
     values = {}
     targets = {layer.name: layer for layer in model.layers}
     for name, entries in saved.items():
@@ -244,7 +286,22 @@ def from_keras_file(path: str, model: keras.Model) -> Checkpoint:
         else:
             for index, value in enumerate(entries[0].values):
                 values[f"{name}/{index}"] = value
+    checks.check_finite(values, path)  # named by the model's variable paths
     return _checkpoint_from_paths(values, grid, path)
+
+
+def _is_legacy_hdf5(store) -> bool:
+    """Whether an open HDF5 file is Keras 2's format (whole model or weights).
+
+    A whole model (`model.save("x.h5")`) has a `model_weights` group and a
+    `model_config` attribute; a weights file (Keras 2's `save_weights`) lists
+    its layers in a `layer_names` attribute. Keras 3 files have neither.
+    """
+    return (
+        "model_weights" in store
+        or "model_config" in store.attrs
+        or "layer_names" in store.attrs
+    )
 
 
 def _has_values(saved: keras_internals.SavedLayer) -> bool:

@@ -19,8 +19,10 @@ from collections.abc import Mapping
 import keras
 import numpy as np
 
+from keras_vit.resample import METHODS
 from keras_vit.resample import resample_patch_embedding
 from keras_vit.resample import resample_position_embedding
+from keras_vit.resample import resolve_patch_method
 from keras_vit.weights.architecture import describe
 from keras_vit.weights.architecture import differences
 from keras_vit.weights.errors import CheckpointError
@@ -151,7 +153,7 @@ def plan_load(
     align_corners: bool | None = None,
     keep_pre_logits: bool | None = None,
     checkpoint_grid_size: tuple[int, int] | None = None,
-    resample_patch: bool = False,
+    resample_patch: bool | str = False,
     layout: tuple[dict, list[str]] | None = None,
     source: str = "The checkpoint",
 ) -> LoadPlan:
@@ -171,7 +173,10 @@ def plan_load(
         checkpoint_grid_size: The checkpoint's patch grid, when its position
             embedding is not square.
         resample_patch: Resize a patch embedding of another patch size to
-            the model's (FlexiViT) instead of reporting another variant.
+            the model's (FlexiViT) instead of reporting another variant:
+            `True` or `"flexivit"` (big_vision's bilinear resize), `"timm"`
+            (timm's bicubic), or a method of
+            `keras_vit.resample.resample_patch_embedding`.
         layout: `checkpoint_layout(model)`, when the caller has it already.
         source: What the checkpoint was read from, for messages.
 
@@ -190,21 +195,29 @@ def plan_load(
             f"to (is it a keras_vit.ViT model?):\n{_listing(unmapped)}"
         )
     params = {key: np.asarray(value) for key, value in params.items()}
+    if not params:
+        raise CheckpointError(f"{_source(source)} holds no weights.")
     _check_dtypes(params)
+    if not any(key in layout for key in params):
+        raise CheckpointError(
+            f"{_source(source)} has none of the keys a keras_vit model expects; "
+            "it is not a ViT checkpoint keras_vit can read. Its keys:\n"
+            + _listing(sorted(params))
+        )
     model_arch = describe({k: t.shape for k, t in layout.items()})
     ckpt_arch = describe({k: tuple(v.shape) for k, v in params.items()})
+    patch_method = patch_resize_method(resample_patch)
     patch_notes = []
-    if resample_patch and EMBEDDING_KEY in params and EMBEDDING_KEY in layout:
-        patch_notes = _resize_patch(params, layout[EMBEDDING_KEY].shape, ckpt_arch)
+    if patch_method and EMBEDDING_KEY in params and EMBEDDING_KEY in layout:
+        patch_notes = _resize_patch(params, layout[EMBEDDING_KEY].shape, patch_method)
         ckpt_arch = describe({k: tuple(v.shape) for k, v in params.items()})
     _check_variant(model_arch, ckpt_arch, layout, params)
 
-    warn, notes = _pre_logits_rule(layout, params, keep_pre_logits)
-    notes = patch_notes + notes
-    pre_logits_dropped = bool(notes)
+    warn, pre_logits_notes = _pre_logits_rule(layout, params, keep_pre_logits)
+    pre_logits_dropped = bool(pre_logits_notes)
     skip = {k for k in PRE_LOGITS_KEYS if pre_logits_dropped and k in params}
     zero, head_notes = _head_rule(layout, params, pre_logits_dropped)
-    notes += head_notes
+    notes = patch_notes + pre_logits_notes + head_notes
     if zero:  # a distilled model's second head follows the first
         zero.update(k for k in DIST_HEAD_KEYS if k in layout)
     if zero or HEAD_KEYS[0] not in layout:
@@ -235,25 +248,84 @@ def plan_load(
         _raise_misfit(
             model, model_arch, params, missing, unexpected, mismatched, source
         )
+    check_finite(
+        {k: params[k] for k in layout if k in params and k not in zero}, source
+    )
     values = _assemble(layout, params, zero)
     # Only a load that will happen is announced.
     if warn:
-        warnings.warn(notes[0], stacklevel=3)
+        warnings.warn(pre_logits_notes[0], stacklevel=3)
     for note in notes:
         logger.info(note)
     return LoadPlan(values, notes)
 
 
-def _resize_patch(params, target_shape, ckpt_arch) -> list[str]:
+def patch_resize_method(resample_patch: bool | str | None) -> str | None:
+    """`load_weights`' `resample_patch=` as a patch-resize method, or `None`.
+
+    `False`/`None`: another patch size is another variant. `True`: the
+    default, `"flexivit"`. A string is checked against
+    `keras_vit.resample.resolve_patch_method`.
+    """
+    if resample_patch is None or resample_patch is False:
+        return None
+    if resample_patch is True:
+        return "flexivit"
+    try:
+        resolve_patch_method(resample_patch)
+    except ValueError:
+        raise ValueError(
+            "`resample_patch` must be True, False, 'flexivit', 'timm' or one of "
+            f"{METHODS}. Received: resample_patch={resample_patch!r}"
+        ) from None
+    return resample_patch
+
+
+def _resize_patch(params, target_shape, method) -> list[str]:
     """Resizes the checkpoint's patch kernel to the model's (FlexiViT)."""
     kernel = params[EMBEDDING_KEY]
     if kernel.ndim != 4 or tuple(kernel.shape[:2]) == tuple(target_shape[:2]):
         return []
-    params[EMBEDDING_KEY] = resample_patch_embedding(kernel, target_shape[:2])
+    params[EMBEDDING_KEY] = resample_patch_embedding(kernel, target_shape[:2], method)
     return [
         f"Resized the patch embedding from {tuple(kernel.shape[:2])} to "
-        f"{tuple(target_shape[:2])} patches (FlexiViT pseudo-inverse)."
+        f"{tuple(target_shape[:2])} patches (FlexiViT pseudo-inverse, "
+        f"resample_patch={method!r})."
     ]
+
+
+def check_finite(arrays: Mapping[str, np.ndarray], source: str) -> None:
+    """Refuses arrays with NaN or infinite values, naming each key.
+
+    Args:
+        arrays: `{key: array}`, keyed as the source names them (a file's own
+            keys, so that the message points into the file).
+        source: What the arrays were read from, for the message.
+
+    Raises:
+        CheckpointError: listing every key with NaN or inf values, with
+            their counts.
+    """
+    bad = []
+    for key, value in arrays.items():
+        value = np.asarray(value)
+        if value.dtype.kind not in "fc" and value.dtype.name not in _LOW_FLOATS:
+            continue
+        if np.isfinite(np.sum(value, dtype=np.float64)):
+            continue  # one pass; a NaN or inf anywhere makes the sum so
+        nan = int(np.count_nonzero(np.isnan(value)))
+        inf = int(np.count_nonzero(np.isinf(value)))
+        if nan or inf:
+            counts = " and ".join(
+                f"{n} {kind}" for n, kind in ((nan, "NaN"), (inf, "inf")) if n
+            )
+            bad.append(f"{key} {_shape(value.shape)}: {counts} of {value.size}")
+    if bad:
+        raise CheckpointError(
+            f"{_source(source)} holds NaN or infinite values (a corrupt file, or "
+            "weights saved from a diverged run); no weight was changed:\n"
+            + _listing(bad)
+        )
 
 
 def _check_dtypes(params):

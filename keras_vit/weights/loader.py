@@ -25,7 +25,7 @@ def load_weights(
     align_corners: bool | None = None,
     keep_pre_logits: bool | None = None,
     checkpoint_grid_size: tuple[int, int] | None = None,
-    resample_patch: bool = False,
+    resample_patch: bool | str = False,
     tag_variant: str | None = None,
     cache_dir: str | os.PathLike | None = None,
     progress: keras.utils.Progbar | None = None,
@@ -81,9 +81,13 @@ def load_weights(
             for a non-square position embedding on another grid that the
             source does not record.
         resample_patch: Allow a checkpoint of another patch size: its patch
-            embedding kernel is resized to the model's
-            (`keras_vit.resample_patch_embedding`, FlexiViT). Defaults to
-            `False` (another patch size is another variant).
+            embedding kernel is resized to the model's by the pseudo-inverse
+            of a patch resize (`keras_vit.resample_patch_embedding`,
+            FlexiViT). `True` or `"flexivit"`: big_vision's bilinear resize
+            (half-pixel, no antialiasing); `"timm"`: timm's
+            `resample_patch_embed` (bicubic, antialiased); or another method
+            of that function. Defaults to `False` (another patch size is
+            another variant).
         tag_variant: The variant a tag is looked up for, when it is not the
             model's (e.g. `"B/16"` weights for a model built at patch 8).
         cache_dir: Root of the download cache for tags (files go to
@@ -96,8 +100,9 @@ def load_weights(
 
     Raises:
         VariantMismatchError: the checkpoint is another architecture.
-        CheckpointError: a bad checkpoint (see above), or an unreadable,
-            pickled or corrupt file.
+        CheckpointError: a bad checkpoint (see above); an unreadable,
+            pickled or corrupt file; NaN or infinite values (each key
+            named); a legacy Keras HDF5 file; a directory.
         WeightsNotFoundError: a tag whose file is neither cached nor
             downloadable.
         FileNotFoundError: a path that does not exist.
@@ -111,6 +116,7 @@ def load_weights(
     """
     if CNNLayout.describes(model):  # Park & Kim's PyTorch ResNet
         return torch_resnet.load_torch_resnet(model, weights, progress)
+    checks.patch_resize_method(resample_patch)  # before any file is read
     layout, unmapped = npz.checkpoint_layout(model)
     checkpoint = read_checkpoint(
         weights, model, layout, cache_dir=cache_dir, tag_variant=tag_variant
