@@ -225,6 +225,34 @@ def test_a_corrupt_storage_record_is_reported(tmp_path):
         torch_file.read_state_dict(path)
 
 
+def _with_nan_storage(source, path):
+    """`source` with its first storage (the first tensor's) all NaN."""
+    with zipfile.ZipFile(source) as original, zipfile.ZipFile(path, "w") as target:
+        for info in original.infolist():
+            data = original.read(info)
+            if info.filename.endswith("/data/0"):
+                data = np.full(len(data) // 4, np.nan, "<f4").tobytes()
+            target.writestr(info, data)
+
+
+@pytest.mark.parametrize(
+    "name, build, key",
+    [
+        ("parkkim_resnet_basic.pth.tar", basic_model, "layer0.0.weight"),
+        ("parkkim_vit.pth.tar", vit_model, "cls_token"),
+    ],
+)
+def test_nan_weights_are_refused_by_their_file_key(tmp_path, name, build, key):
+    path = tmp_path / name
+    _with_nan_storage(fixture(name), path)
+    model = build()
+    before = [w.numpy().copy() for w in model.weights]
+    with pytest.raises(CheckpointError, match=f"NaN or infinite.*\\n  {key} "):
+        keras_vit.load_weights(model, path)
+    for value, weight in zip(before, model.weights, strict=True):
+        np.testing.assert_array_equal(value, weight.numpy())
+
+
 def test_a_file_without_a_state_dict_is_refused(tmp_path):
     path = tmp_path / "list.pth"
     _zip_with_pickle(path, pickle.dumps([1, 2, 3], protocol=2))

@@ -111,10 +111,8 @@ def read_checkpoint(
         raise CheckpointError(_directory_message(path))
     if path.endswith(KERAS_SUFFIXES):
         return from_keras_file(path, model)
-    if torch_file.is_torch_file(path):  # a timm state dict in a torch.save file
-        tensors = torch_file.read_state_dict(path)
-        params = safetensors.to_original_layout(tensors, _heads(layout))
-        return Checkpoint(npz.normalize(params), source=path)
+    if torch_file.is_torch_file(path):
+        return Checkpoint(npz.normalize(_from_torch(path, layout)), source=path)
     if _sniff(path) == "npz":
         return Checkpoint(_from_npz(path, layout), source=path)
     params = _from_safetensors(path, layout)
@@ -148,6 +146,13 @@ def _directory_message(path: str) -> str:
 def _from_safetensors(path: str, layout: dict) -> dict:
     """A timm or Hugging Face `.safetensors` file in the original layout."""
     tensors = safetensors.read_safetensors(path)
+    checks.check_finite(tensors, path)  # named by the file's own keys
+    return safetensors.to_original_layout(tensors, _heads(layout))
+
+
+def _from_torch(path: str, layout: dict) -> dict:
+    """A timm state dict in a `torch.save` file, in the original layout."""
+    tensors = torch_file.read_state_dict(path)
     checks.check_finite(tensors, path)  # named by the file's own keys
     return safetensors.to_original_layout(tensors, _heads(layout))
 

@@ -45,6 +45,7 @@ from keras_vit.models.cnn import layout as cnn_names
 from keras_vit.weights import torch_file
 from keras_vit.weights.checks import LoadPlan
 from keras_vit.weights.checks import apply_plan
+from keras_vit.weights.checks import check_finite
 from keras_vit.weights.errors import CheckpointError
 
 _MAX_LISTED = 10
@@ -134,9 +135,11 @@ def plan_torch_resnet(
 
     Raises:
         CheckpointError: another family, unknown, missing or mis-shaped
-            keys (all listed, with both shapes), or non-float weights.
+            keys (all listed, with both shapes), non-float weights, or NaN or
+            infinite values.
     """
     _check_model(model)
+    check_finite(state, source)  # named by the file's own keys
     variables = {variable.path: variable for variable in model.weights}
     has_head = any(layer.name == names.HEAD for layer in model.layers)
     values, origin, unexpected, notes = {}, {}, [], []
