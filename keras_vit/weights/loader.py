@@ -8,7 +8,10 @@ from collections.abc import Mapping
 import keras
 import numpy as np
 
+from keras_vit.models.cnn.layout import CNNLayout
 from keras_vit.weights import checks
+from keras_vit.weights import qkv_bias
+from keras_vit.weights import torch_resnet
 from keras_vit.weights.checkpoint import Checkpoint
 from keras_vit.weights.checkpoint import read_checkpoint
 from keras_vit.weights.dialects.ours import checkpoint_layout
@@ -32,12 +35,15 @@ def load_weights(
     `weights` may be a known tag (`"imagenet21k"`, `"augreg_in21k_ft_in1k"`,
     ... see `keras_vit.weights.list_weights()`), a path to an original `.npz`
     checkpoint, a big_vision SigLIP `.npz` (`params/img/...`), a timm or
-    Hugging Face `.safetensors` file (ViT, DINOv2, SigLIP), a Keras
-    `.keras`/`.weights.h5` file written by a keras_vit model (matched by
-    layer name), another keras_vit model in memory (a classifier, an encoder
-    or a masked-patch pre-training model), or a dict of arrays in the
-    original `.npz` layout. Every source is read into one
-    `keras_vit.weights.Checkpoint` and loaded by the same rules.
+    Hugging Face `.safetensors` file (ViT, DINOv2, SigLIP), a `torch.save`
+    file of a timm ViT (`.pth`, `.pth.tar`; read without running its
+    pickle), a Keras `.keras`/`.weights.h5` file written by a keras_vit model
+    (matched by layer name), another keras_vit model in memory (a
+    classifier, an encoder or a masked-patch pre-training model), or a dict
+    of arrays in the original `.npz` layout. Every source is read into one
+    `keras_vit.weights.Checkpoint` and loaded by the same rules. A
+    post-activation `keras_vit.models.cnn.ResNet` takes the state dict of
+    Park & Kim's PyTorch ResNet instead (`keras_vit.weights.torch_resnet`).
 
     Every key is checked before any weight changes: a checkpoint of another
     variant raises `VariantMismatchError`, and missing, unexpected or
@@ -108,11 +114,14 @@ def load_weights(
     keras_vit.weights.load_weights(model, "augreg_in21k")
     ```
     """
+    if CNNLayout.describes(model):  # Park & Kim's PyTorch ResNet
+        return torch_resnet.load_torch_resnet(model, weights, progress)
     checks.patch_resize_method(resample_patch)  # before any file is read
     layout, unmapped = checkpoint_layout(model)
     checkpoint = read_checkpoint(
         weights, model, layout, cache_dir=cache_dir, tag_variant=tag_variant
     )
+    qkv_bias.check_qkv_bias(layout, checkpoint.params, model.name)
     plan = checks.plan_load(
         model,
         checkpoint.params,

@@ -1,10 +1,12 @@
-"""The convolutional family of Park & Kim's comparison: pre-activation
-ResNets and AlterNet, one builder, one layout.
+"""The convolutional family of Park & Kim's comparison: post- and
+pre-activation ResNets and AlterNet, one stem, one layout.
 
-- `builder.py`: `build_cnn`, the functional builder both share;
-- `variants.py`: the rows (`PREACT_RESNETS`, `ALTERNETS`, `CNNVariant`);
+- `builder.py`: `build_cnn` (pre-activation networks), the stem and the
+  argument checks all share;
+- `variants.py`: the rows (`RESNETS`, `PREACT_RESNETS`, `ALTERNETS`,
+  `CNNVariant`);
 - `layout.py`: the layer names and `CNNLayout`;
-- `preact_resnet.py`, `alternet.py`: the named constructors.
+- `resnet.py`, `preact_resnet.py`, `alternet.py`: the named constructors.
 """
 
 from keras_vit import _imports
@@ -21,6 +23,10 @@ _EXPORTS = {
     "PreActResNet": "keras_vit.models.cnn.preact_resnet",
     "PreActResNet18": "keras_vit.models.cnn.preact_resnet",
     "PreActResNet50": "keras_vit.models.cnn.preact_resnet",
+    "ResNet": "keras_vit.models.cnn.resnet",
+    "ResNet18": "keras_vit.models.cnn.resnet",
+    "ResNet50": "keras_vit.models.cnn.resnet",
+    "RESNETS": "keras_vit.models.cnn.variants",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -1,12 +1,16 @@
-"""The functional builder shared by `PreActResNet` and `AlterNet`.
+"""The functional builders of the CNN family.
 
-Layer names are spelled in `keras_vit.models.cnn.layout`.
+`build_cnn` builds `PreActResNet` and `AlterNet`; `stem`, `check_arguments`
+and `total_stride` are shared with the post-activation `ResNet`
+(`keras_vit.models.cnn.resnet`). Layer names are spelled in
+`keras_vit.models.cnn.layout`.
 """
 
 from __future__ import annotations
 
 import keras
 
+from keras_vit.layers.conv_blocks import PaddedMaxPooling2D
 from keras_vit.layers.conv_blocks import PreActBlock
 from keras_vit.layers.conv_blocks import batch_norm
 from keras_vit.layers.conv_blocks import torch_kernel_initializer
@@ -21,7 +25,7 @@ from keras_vit.models.cnn.variants import CNNVariant
 POOLINGS = ("avg", "max")
 
 
-def _check_arguments(
+def check_arguments(
     spec,
     image_size,
     stem,
@@ -83,6 +87,44 @@ def total_stride(spec: CNNVariant, stem: str) -> int:
     return (4 if stem == "imagenet" else 1) * 2 ** (len(spec.depths) - 1)
 
 
+def build_stem(images, spec: CNNVariant, stem: str, *, post_activation=False):
+    """The stem: PyTorch's ResNet stem geometry, with or without BN-ReLU.
+
+    `"imagenet"`: a 7x7/2 convolution padded by 3, then (post-activation)
+    BatchNorm and ReLU, then a 3x3/2 max-pool padded by one pixel on every
+    side (`PaddedMaxPooling2D`, `torch.nn.MaxPool2d(3, 2, padding=1)`).
+    `"cifar"`: a 3x3/1 convolution padded by 1, then (post-activation)
+    BatchNorm and ReLU. The pre-activation networks have no normalisation in
+    the stem (Park & Kim's `StemB` and `stem=False` stems).
+    """
+    init = torch_kernel_initializer()
+    if stem == "imagenet":
+        x = keras.layers.ZeroPadding2D(3, name=cnn_names.STEM_PAD)(images)
+        x = keras.layers.Conv2D(
+            spec.stem_width,
+            7,
+            2,
+            use_bias=False,
+            kernel_initializer=init,
+            name=cnn_names.STEM_CONV,
+        )(x)  # (B, H/2, W/2, C)
+    else:
+        x = keras.layers.Conv2D(
+            spec.stem_width,
+            3,
+            padding="same",
+            use_bias=False,
+            kernel_initializer=init,
+            name=cnn_names.STEM_CONV,
+        )(images)  # (B, H, W, C)
+    if post_activation:
+        x = batch_norm(cnn_names.STEM_NORM)(x)
+        x = keras.layers.ReLU(name=cnn_names.STEM_RELU)(x)
+    if stem == "imagenet":
+        x = PaddedMaxPooling2D(3, 2, 1, name=cnn_names.STEM_POOL)(x)  # (B, H/4, W/4, C)
+    return x
+
+
 def build_cnn(
     spec: CNNVariant,
     *,
@@ -103,7 +145,7 @@ def build_cnn(
     image_size = to_pair(image_size, "image_size")
     stem = spec.stem if stem is None else stem
     window_size = spec.window_size if window_size is None else window_size
-    _check_arguments(
+    check_arguments(
         spec,
         image_size,
         stem,
@@ -115,30 +157,8 @@ def build_cnn(
         dropout_rate,
         drop_path_rate,
     )
-    policy = keras.config.dtype_policy()
-    init = torch_kernel_initializer()
-
     images = keras.Input((*image_size, channels), name=names.INPUT)
-    if stem == "imagenet":
-        x = keras.layers.ZeroPadding2D(3, name=cnn_names.STEM_PAD)(images)
-        x = keras.layers.Conv2D(
-            spec.stem_width,
-            7,
-            2,
-            use_bias=False,
-            kernel_initializer=init,
-            name=cnn_names.STEM_CONV,
-        )(x)  # (B, H/2, W/2, C)
-        x = keras.layers.MaxPooling2D(3, 2, padding="same", name=cnn_names.STEM_POOL)(x)
-    else:
-        x = keras.layers.Conv2D(
-            spec.stem_width,
-            3,
-            padding="same",
-            use_bias=False,
-            kernel_initializer=init,
-            name=cnn_names.STEM_CONV,
-        )(images)  # (B, H, W, C)
+    x = build_stem(images, spec, stem)  # (B, H/4, W/4, C) or (B, H, W, C)
 
     layout = spec.layout()
     total = sum(len(kinds) for kinds in layout)
@@ -172,17 +192,24 @@ def build_cnn(
     # The paper's BNGAPBlock: the last block is not activated, so the head is.
     x = batch_norm(cnn_names.HEAD_NORM)(x)
     x = keras.layers.ReLU(name=cnn_names.HEAD_RELU)(x)  # (B, h, w, C)
+    x = build_head(x, pooling, include_top, num_classes, classifier_activation)
+    return keras.Model(images, x, name=name or default_name)
+
+
+def build_head(x, pooling, include_top, num_classes, classifier_activation):
+    """Global pooling (`pool`) and the linear head (`head`) of an activated map."""
     if pooling == "avg":
         x = keras.layers.GlobalAveragePooling2D(name=names.POOL)(x)  # (B, C)
     elif pooling == "max":
         x = keras.layers.GlobalMaxPooling2D(name=names.POOL)(x)
     if include_top:
         # Logits stay float32 under mixed precision.
+        policy = keras.config.dtype_policy()
         x = keras.layers.Dense(
             num_classes,
-            kernel_initializer=init,
+            kernel_initializer=torch_kernel_initializer(),
             activation=classifier_activation,
             dtype="float32" if policy.compute_dtype != "float32" else None,
             name=names.HEAD,
         )(x)
-    return keras.Model(images, x, name=name or default_name)
+    return x

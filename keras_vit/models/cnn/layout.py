@@ -1,16 +1,18 @@
-"""The one description of a built PreActResNet or AlterNet: its layer names.
+"""The one description of a built ResNet, PreActResNet or AlterNet: its layer names.
 
 The CNN counterpart of `keras_vit.models.layout` (whose `INPUT`, `POOL` and
 `HEAD` names it shares): the builder, the feature extractor and the analyses
 spell the CNN layer names here only. Graph order:
 
 - `stem_pad`, `stem_conv`, `stem_pool` (ImageNet stem) or `stem_conv`
-  (CIFAR stem);
+  (CIFAR stem), with `stem_norm` and `stem_relu` after `stem_conv` in a
+  post-activation `ResNet`;
 - one layer per block: `stage{s}_block{b}` (convolution block) or
   `stage{s}_msa{b}` (MSA block), `s` and `b` counted from 1, `b` the
   block's position in its stage;
-- `head_norm`, `head_relu` (the final BN-ReLU of a pre-activation network),
-  `pool`, `head`.
+- `head_norm`, `head_relu` (the final BN-ReLU of a pre-activation network;
+  a post-activation `ResNet`'s last block ends in its own ReLU), `pool`,
+  `head`.
 
 Example:
 
@@ -37,6 +39,8 @@ from keras_vit.models.layout import ModelLayout
 STEM_PAD = "stem_pad"
 STEM_CONV = "stem_conv"
 STEM_POOL = "stem_pool"
+STEM_NORM = "stem_norm"
+STEM_RELU = "stem_relu"
 HEAD_NORM = "head_norm"
 HEAD_RELU = "head_relu"
 BLOCK_KINDS = {"conv": "block", "msa": "msa"}
@@ -60,7 +64,7 @@ def parse_block_name(name: str) -> tuple[int, int, str] | None:
 
 @dataclasses.dataclass(frozen=True)
 class CNNLayout(ModelLayout):
-    """What a built PreActResNet or AlterNet is made of.
+    """What a built ResNet, PreActResNet or AlterNet is made of.
 
     Attributes:
         model: The model described.
@@ -100,7 +104,8 @@ class CNNLayout(ModelLayout):
         if not found:
             raise LayoutError(
                 f"Model {model.name!r} has no 'stage*_block*' or 'stage*_msa*' "
-                "layers: it was not built by keras_vit.PreActResNet or AlterNet."
+                "layers: it was not built by keras_vit's ResNet, PreActResNet or "
+                "AlterNet."
             )
         blocks = tuple(name for _, name in found)
         last = {}
@@ -118,8 +123,14 @@ class CNNLayout(ModelLayout):
 
     @property
     def features(self) -> keras.layers.Layer:
-        """The final activated feature map's layer (`head_relu`)."""
-        return self.layer(HEAD_RELU)
+        """The final activated feature map's layer.
+
+        `head_relu` in a pre-activation network; the last block in a
+        post-activation `ResNet` (its output is already activated).
+        """
+        if self.has(HEAD_RELU):
+            return self.layer(HEAD_RELU)
+        return self.layer(self.block_names[-1])
 
     @property
     def final(self) -> keras.layers.Layer:

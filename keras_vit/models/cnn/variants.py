@@ -1,8 +1,9 @@
-"""The tables of pre-activation ResNets and AlterNets ("How Do ViTs Work?").
+"""The tables of ResNets, pre-activation ResNets and AlterNets ("How Do ViTs Work?").
 
-One frozen `CNNVariant` describes both families: an AlterNet is a
+One frozen `CNNVariant` describes the three families: an AlterNet is a
 pre-activation ResNet some of whose blocks are multi-head self-attention
-(MSA) blocks, and a pre-activation ResNet is an AlterNet without them.
+(MSA) blocks, a pre-activation ResNet is an AlterNet without them, and a
+(post-activation) ResNet has the same rows with the original block order.
 
 Layouts as the paper's official code defines them (Park & Kim, ICLR 2022,
 github.com/xxxnell/how-do-vits-work, branch `transformer`, read at commit
@@ -147,6 +148,12 @@ PREACT_RESNETS = types.MappingProxyType(
         "152": CNNVariant("bottleneck", (3, 8, 36, 3)),
     }
 )
+
+# Post-activation ResNets: models/resnet.py (dnn_18 ... dnn_152) with
+# models/resnet_dnn_block.py; the same stages and widths as the
+# pre-activation rows. The paper's CIFAR models use `stem="cifar"` (the code's
+# `stem=False`), its ImageNet models the default ImageNet stem.
+RESNETS = types.MappingProxyType(dict(PREACT_RESNETS))
 
 # AlterNets: models/alternet.py (dnn_18 ... dnn_152). AlterNet-34 and larger
 # have 4 blocks in stage 4 (one more than the ResNet they come from). "mini"

@@ -3,11 +3,11 @@
 A format says nothing about what its keys mean (that is a dialect's job,
 `keras_vit.weights.dialects`). `FORMATS` lists the checkpoint files
 `weights=` reads, one row each: the suffixes that name it, a test of its
-first bytes for a file without them, its reader, and whether a file in it
-may hold the original layout itself (an `.npz` may; a `.safetensors` comes
-from PyTorch). A new format is one module and one row. Keras's own files
-(`keras_h5`) are read against a model, by layer name, and are picked by
-suffix before this table.
+first bytes (or of the file) for a file without them, its reader, and
+whether a file in it may hold the original layout itself (an `.npz` may; a
+`.safetensors` or a `torch.save` file comes from PyTorch). A new format is
+one module and one row. Keras's own files (`keras_h5`) are read against a
+model, by layer name, and are picked by suffix before this table.
 
 Example:
 
@@ -27,6 +27,7 @@ import numpy as np
 
 from keras_vit.weights.errors import CheckpointError
 from keras_vit.weights.formats import npz
+from keras_vit.weights.formats import pth
 from keras_vit.weights.formats import safetensors
 
 _HEAD_BYTES = 16
@@ -44,6 +45,9 @@ class Format:
             corrupt file.
         original_layout: Whether a file whose keys no dialect recognises is
             taken as the original layout (otherwise it is refused).
+        recognizes: `path -> bool`, a test of the file itself, asked before
+            any `looks_like` (a `torch.save` zip and an `.npz` share their
+            first bytes).
     """
 
     name: str
@@ -51,9 +55,12 @@ class Format:
     looks_like: Callable[[bytes], bool]
     read: Callable[[str], dict[str, np.ndarray]]
     original_layout: bool = False
+    recognizes: Callable[[str], bool] | None = None
 
 
 FORMATS = (
+    Format("torch.save", pth.SUFFIXES, lambda head: False, pth.read_state_dict,
+           recognizes=pth.is_torch_file),
     Format("npz", npz.SUFFIXES, npz.looks_like, npz.read_npz, original_layout=True),
     Format("safetensors", safetensors.SUFFIXES, safetensors.looks_like,
            safetensors.read_safetensors),
@@ -69,6 +76,9 @@ def format_of(path: str | os.PathLike) -> Format:
     path = os.fspath(path)
     for fmt in FORMATS:
         if path.endswith(fmt.suffixes):
+            return fmt
+    for fmt in FORMATS:
+        if fmt.recognizes is not None and fmt.recognizes(path):
             return fmt
     with open(path, "rb") as f:
         head = f.read(_HEAD_BYTES)

@@ -1,0 +1,485 @@
+"""Reads PyTorch `.pth` / `.pth.tar` files with NumPy, never running their code.
+
+`torch.save` writes a pickle; unpickling an arbitrary pickle can run any
+code it names. This reader unpickles with an allow-list: the pickle may
+name only what a state dict is made of, and anything else is refused by
+name before it is called:
+
+- `torch._utils._rebuild_tensor_v2` (how every tensor is pickled), answered
+  by a NumPy view of the storage's bytes;
+- the typed storage classes `torch.FloatStorage`, `torch.LongStorage`, ...
+  (only as the dtype of a storage reference);
+- `collections.OrderedDict` (a state dict, a tensor's empty hook table).
+
+Dicts, lists, tuples, strings, numbers, booleans and `None` need no name.
+Both of PyTorch's formats are read: the zip archive of `torch.save` since
+PyTorch 1.6 (`<archive>/data.pkl` plus one `<archive>/data/<key>` record per
+storage) and the older "legacy" stream (a magic number, a protocol version,
+the system info, the pickle, the storage keys, then each storage as an
+int64 element count and its bytes). Tensors are rebuilt only for the part of
+the file that is asked for (`read_state_dict` leaves an optimizer state
+alone).
+
+The format as PyTorch's `torch/serialization.py` and `torch/_utils.py`
+write it (read at v2.13.0); learned from, not copied.
+
+Example:
+
+```python
+state = read_state_dict("resnet_50_cifar100_691cc9a9e4.pth.tar")
+state["layer0.0.weight"].shape  # (64, 3, 3, 3)
+```
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import io
+import os
+import pickle
+import struct
+import zipfile
+from collections.abc import Mapping
+
+import numpy as np
+
+from keras_vit.weights.errors import CheckpointError
+
+# torch.save's legacy stream starts with this pickled int (protocol 2).
+LEGACY_MAGIC = 0x1950A86A20F9469CFC6C
+LEGACY_PROTOCOL = 1001
+_LEGACY_PREFIX = b"\x80\x02\x8a\x0a" + LEGACY_MAGIC.to_bytes(10, "little")
+# The file names `torch.save` files go by.
+SUFFIXES = (".pth", ".pth.tar", ".pt")
+
+
+def _storage_dtypes() -> dict[str, np.dtype]:
+    import ml_dtypes
+
+    return {
+        "DoubleStorage": np.dtype("<f8"),
+        "FloatStorage": np.dtype("<f4"),
+        "HalfStorage": np.dtype("<f2"),
+        "BFloat16Storage": np.dtype(ml_dtypes.bfloat16),
+        "LongStorage": np.dtype("<i8"),
+        "IntStorage": np.dtype("<i4"),
+        "ShortStorage": np.dtype("<i2"),
+        "CharStorage": np.dtype("i1"),
+        "ByteStorage": np.dtype("u1"),
+        "BoolStorage": np.dtype("?"),
+        "ComplexFloatStorage": np.dtype("<c8"),
+        "ComplexDoubleStorage": np.dtype("<c16"),
+    }
+
+
+@dataclasses.dataclass(frozen=True)
+class _StorageType:
+    """What an allowed `torch.<Type>Storage` global unpickles to."""
+
+    name: str
+    dtype: np.dtype
+
+
+@dataclasses.dataclass(frozen=True)
+class _StorageRef:
+    """A storage the pickle refers to: its record key, dtype and size."""
+
+    key: str
+    dtype: np.dtype
+    numel: int
+    view: tuple[int, int] | None = None  # legacy views: (offset, numel)
+
+
+@dataclasses.dataclass(frozen=True)
+class _TensorRef:
+    """A tensor of the pickle, rebuilt into an array only when asked for."""
+
+    storage: _StorageRef
+    offset: int
+    size: tuple[int, ...]
+    stride: tuple[int, ...]
+
+
+def _rebuild_tensor_v2(storage, storage_offset, size, stride, *rest):
+    """Stands in for `torch._utils._rebuild_tensor_v2`: records, runs nothing."""
+    if not isinstance(storage, _StorageRef):
+        raise pickle.UnpicklingError("a tensor whose storage is not a storage")
+    size, stride = tuple(size), tuple(stride)
+    values = (storage_offset, *size, *stride)
+    if len(size) != len(stride) or not all(
+        isinstance(v, int) and v >= 0 for v in values
+    ):
+        raise pickle.UnpicklingError(
+            f"a tensor with offset {storage_offset!r}, size {size!r} and stride "
+            f"{stride!r}"
+        )
+    return _TensorRef(storage, storage_offset, size, stride)
+
+
+class _RestrictedUnpickler(pickle.Unpickler):
+    """A pickle reader that calls nothing outside the allow-list."""
+
+    def __init__(self, file, dtypes):
+        super().__init__(file)
+        self._dtypes = dtypes
+        self.storages: dict[str, _StorageRef] = {}
+
+    def find_class(self, module, name):
+        if (module, name) == ("torch._utils", "_rebuild_tensor_v2"):
+            return _rebuild_tensor_v2
+        if (module, name) == ("collections", "OrderedDict"):
+            return collections.OrderedDict
+        if module == "torch" and name in self._dtypes:
+            return _StorageType(name, self._dtypes[name])
+        raise _Refused(f"{module}.{name}")
+
+    def persistent_load(self, pid):
+        # zip: ('storage', type, key, location, numel)
+        # legacy: ('storage', type, root key, location, numel, view metadata)
+        if (
+            not isinstance(pid, tuple)
+            or len(pid) not in (5, 6)
+            or pid[0] != "storage"
+            or not isinstance(pid[1], _StorageType)
+            or not isinstance(pid[2], str)
+            or not isinstance(pid[4], int)
+            or pid[4] < 0
+        ):
+            raise pickle.UnpicklingError(f"an unknown persistent id {pid!r:.120}")
+        view = None
+        if len(pid) == 6 and pid[5] is not None:
+            view_metadata = pid[5]
+            if (
+                not isinstance(view_metadata, tuple)
+                or len(view_metadata) != 3
+                or not all(isinstance(v, int) for v in view_metadata[1:])
+            ):
+                raise pickle.UnpicklingError(
+                    f"an unknown storage view {view_metadata!r:.120}"
+                )
+            view = (view_metadata[1], view_metadata[2])
+        ref = _StorageRef(pid[2], pid[1].dtype, pid[4], view)
+        self.storages.setdefault(ref.key, ref)
+        return ref
+
+
+class _Refused(pickle.UnpicklingError):
+    """A global outside the allow-list; its name is the message."""
+
+
+def _unpickle(data: bytes | io.BufferedIOBase, path: str, dtypes):
+    stream = io.BytesIO(data) if isinstance(data, bytes) else data
+    return _load(_RestrictedUnpickler(stream, dtypes), path)
+
+
+def _load(unpickler: _RestrictedUnpickler, path: str):
+    """Runs `unpickler`; every failure becomes one `CheckpointError` line."""
+    try:
+        return unpickler.load()
+    except _Refused as refused:
+        raise CheckpointError(
+            f"{path!r} asks to load {refused} while unpickling; a PyTorch weights "
+            "file may hold only tensors and plain containers (dict, list, "
+            "OrderedDict, numbers, strings), so it was refused and nothing in "
+            "it was run."
+        ) from None
+    except (pickle.UnpicklingError, EOFError, ValueError, TypeError, KeyError,
+            IndexError, AttributeError, struct.error) as error:  # fmt: skip
+        raise CheckpointError(
+            f"{path!r} is not a readable PyTorch file: its pickle is truncated or "
+            f"corrupt ({type(error).__name__}: {_one_line(error)})."
+        ) from None
+
+
+def _one_line(error) -> str:
+    return " ".join(str(error).split())[:200]
+
+
+def is_torch_file(path: str | os.PathLike) -> bool:
+    """Whether `path` is a file `torch.save` wrote (zip or legacy format).
+
+    Reads the first bytes (and, for a zip, its list of names) only.
+    """
+    path = os.fspath(path)
+    try:
+        with open(path, "rb") as f:
+            head = f.read(len(_LEGACY_PREFIX))
+    except OSError:
+        return False
+    if head == _LEGACY_PREFIX:
+        return True
+    if not head.startswith(b"PK"):
+        return False
+    try:
+        with zipfile.ZipFile(path) as archive:
+            return _data_pickle(archive.namelist()) is not None
+    except (zipfile.BadZipFile, OSError):
+        return path.endswith((".pth", ".pth.tar", ".pt"))  # reported by the reader
+
+
+def _data_pickle(names) -> str | None:
+    """The archive's `<prefix>/data.pkl`, or `None`."""
+    found = [n for n in names if n.count("/") == 1 and n.endswith("/data.pkl")]
+    return found[0] if len(found) == 1 else None
+
+
+class _ZipStorages:
+    """Storage bytes of a zip-format file, read record by record."""
+
+    def __init__(self, archive: zipfile.ZipFile, prefix: str, path: str):
+        self.archive, self.prefix, self.path = archive, prefix, path
+        order = "little"
+        if f"{prefix}byteorder" in archive.namelist():
+            order = archive.read(f"{prefix}byteorder").decode("ascii").strip()
+        self.big_endian = order == "big"
+
+    def read(self, ref: _StorageRef) -> np.ndarray:
+        name = f"{self.prefix}data/{ref.key}"
+        try:
+            data = self.archive.read(name)
+        except KeyError:
+            raise CheckpointError(
+                f"{self.path!r} refers to the storage {ref.key!r}, which the "
+                "archive lacks; the file is truncated or corrupt."
+            ) from None
+        except (zipfile.BadZipFile, OSError, EOFError) as error:
+            raise CheckpointError(
+                f"{self.path!r}: the record {name!r} is unreadable "
+                f"({_one_line(error)}); the file is truncated or corrupt."
+            ) from None
+        return _as_storage(data, ref, self.big_endian, self.path)
+
+
+def _as_storage(data: bytes, ref: _StorageRef, big_endian: bool, path: str):
+    dtype = ref.dtype.newbyteorder(">") if big_endian else ref.dtype
+    need = ref.numel * dtype.itemsize
+    if len(data) < need:
+        raise CheckpointError(
+            f"{path!r}: storage {ref.key!r} needs {need} bytes ({ref.numel} x "
+            f"{ref.dtype}) but has {len(data)}; the file is truncated or corrupt."
+        )
+    return np.frombuffer(data, dtype=dtype, count=ref.numel)
+
+
+def _legacy_storages(stream, keys, refs, size, path) -> dict[str, np.ndarray]:
+    """The storages after the pickles of a legacy file, in `keys` order."""
+    out = {}
+    for key in keys:
+        ref = refs.get(key)
+        head = stream.read(8)
+        if ref is None or len(head) < 8:
+            raise CheckpointError(
+                f"{path!r}: storage {key!r} is missing or the file ends before "
+                "it; the file is truncated or corrupt."
+            )
+        numel = int.from_bytes(head, "little", signed=True)
+        if numel < 0 or stream.tell() + numel * ref.dtype.itemsize > size:
+            raise CheckpointError(
+                f"{path!r}: storage {key!r} claims {numel} elements, more than "
+                "the rest of the file holds; the file is truncated or corrupt."
+            )
+        data = stream.read(numel * ref.dtype.itemsize)
+        out[key] = _as_storage(data, dataclasses.replace(ref, numel=numel), False, path)
+    return out
+
+
+def _tensor(ref: _TensorRef, base: np.ndarray, path: str) -> np.ndarray:
+    storage = ref.storage
+    if storage.view is not None:
+        start, count = storage.view
+        if start < 0 or count < 0 or start + count > base.size:
+            raise CheckpointError(
+                f"{path!r}: a storage view [{start}, {start + count}) exceeds "
+                f"its storage of {base.size} elements; the file is corrupt."
+            )
+        base = base[start : start + count]
+    if 0 in ref.size:
+        return np.zeros(ref.size, dtype=base.dtype.newbyteorder("="))
+    last = ref.offset + sum(
+        (n - 1) * s for n, s in zip(ref.size, ref.stride, strict=True)
+    )
+    if last >= base.size:
+        raise CheckpointError(
+            f"{path!r}: a tensor of shape {ref.size} reaches element {last} of a "
+            f"storage of {base.size}; the file is truncated or corrupt."
+        )
+    item = base.dtype.itemsize
+    view = np.lib.stride_tricks.as_strided(
+        base[ref.offset :],
+        shape=ref.size,
+        strides=tuple(s * item for s in ref.stride),
+        writeable=False,
+    )
+    return np.array(view, dtype=base.dtype.newbyteorder("="))
+
+
+def _materialize(node, storage_of):
+    """`node` with every tensor reference replaced by its array."""
+    if isinstance(node, _TensorRef):
+        return storage_of(node)
+    if isinstance(node, collections.OrderedDict):
+        return collections.OrderedDict(
+            (k, _materialize(v, storage_of)) for k, v in node.items()
+        )
+    if isinstance(node, dict):
+        return {k: _materialize(v, storage_of) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_materialize(v, storage_of) for v in node]
+    if isinstance(node, tuple):
+        return tuple(_materialize(v, storage_of) for v in node)
+    if isinstance(node, (_StorageRef, _StorageType)):
+        raise CheckpointError("A bare storage outside a tensor is not supported.")
+    return node
+
+
+def _open(path: str):
+    """`(object tree with tensor references, tensor resolver, closer)`."""
+    dtypes = _storage_dtypes()
+    with open(path, "rb") as f:
+        head = f.read(len(_LEGACY_PREFIX))
+    if head.startswith(b"PK"):
+        try:
+            archive = zipfile.ZipFile(path)
+        except (zipfile.BadZipFile, OSError) as error:
+            raise CheckpointError(
+                f"{path!r} is not a readable PyTorch zip archive "
+                f"({_one_line(error)}); it may be truncated or corrupt."
+            ) from None
+        try:
+            name = _data_pickle(archive.namelist())
+            if name is None:
+                raise CheckpointError(
+                    f"{path!r} is a zip archive without a '<name>/data.pkl' "
+                    "record: not a file torch.save wrote."
+                )
+            try:
+                data = archive.read(name)
+            except (zipfile.BadZipFile, OSError, EOFError) as error:
+                raise CheckpointError(
+                    f"{path!r}: the record {name!r} is unreadable "
+                    f"({_one_line(error)}); the file is truncated or corrupt."
+                ) from None
+            tree = _unpickle(data, path, dtypes)
+            storages = _ZipStorages(archive, name[: -len("data.pkl")], path)
+        except BaseException:
+            archive.close()
+            raise
+        cache = {}
+
+        def resolve(ref: _TensorRef) -> np.ndarray:
+            key = ref.storage.key
+            if key not in cache:
+                cache[key] = storages.read(ref.storage)
+            return _tensor(ref, cache[key], path)
+
+        return tree, resolve, archive.close
+    if head != _LEGACY_PREFIX:
+        raise CheckpointError(
+            f"{path!r} is not a file torch.save wrote: it is neither a zip "
+            "archive nor a legacy torch stream (a tar archive from PyTorch "
+            "before 0.4 is not supported)."
+        )
+    with open(path, "rb") as stream:
+        if _unpickle(stream, path, dtypes) != LEGACY_MAGIC:
+            raise CheckpointError(f"{path!r}: bad legacy torch magic number.")
+        protocol = _unpickle(stream, path, dtypes)
+        if protocol != LEGACY_PROTOCOL:
+            raise CheckpointError(
+                f"{path!r}: legacy torch protocol {protocol!r} is not supported "
+                f"(expected {LEGACY_PROTOCOL})."
+            )
+        info = _unpickle(stream, path, dtypes)
+        if isinstance(info, Mapping) and not info.get("little_endian", True):
+            raise CheckpointError(f"{path!r} was saved on a big-endian machine.")
+        unpickler = _RestrictedUnpickler(stream, dtypes)
+        tree = _load(unpickler, path)
+        keys = _unpickle(stream, path, dtypes)
+        if not isinstance(keys, list) or not all(isinstance(k, str) for k in keys):
+            raise CheckpointError(f"{path!r}: the legacy storage key list is corrupt.")
+        bases = _legacy_storages(
+            stream, keys, unpickler.storages, os.path.getsize(path), path
+        )
+
+    def resolve(ref: _TensorRef) -> np.ndarray:
+        if ref.storage.key not in bases:
+            raise CheckpointError(
+                f"{path!r} refers to the storage {ref.storage.key!r}, which the "
+                "file lacks; it is truncated or corrupt."
+            )
+        return _tensor(ref, bases[ref.storage.key], path)
+
+    return tree, resolve, lambda: None
+
+
+def read_torch_file(path: str | os.PathLike):
+    """Reads everything a `torch.save` file holds, tensors as NumPy arrays.
+
+    Args:
+        path: A `.pth`, `.pth.tar` or `.pt` file (zip or legacy format).
+
+    Returns:
+        The saved object: dicts, lists, tuples, numbers and strings as
+        Python objects, tensors as arrays of their dtype (bfloat16 through
+        `ml_dtypes`).
+
+    Raises:
+        CheckpointError: the pickle names anything but a tensor, a storage
+            type or `OrderedDict` (nothing is run; the message names it), or
+            the file is truncated or corrupt. One line either way.
+        FileNotFoundError: there is no file at `path`.
+    """
+    path = os.fspath(path)
+    tree, resolve, close = _open(path)
+    try:
+        return _materialize(tree, resolve)
+    finally:
+        close()
+
+
+def read_state_dict(
+    path: str | os.PathLike, key: str = "state_dict"
+) -> dict[str, np.ndarray]:
+    """Reads a model's weights from a `torch.save` file.
+
+    The file may hold the state dict itself (`torch.save(model.state_dict())`)
+    or a dict with the state dict under `key` and anything else beside it
+    (an optimizer's state, an epoch, a name: the training checkpoints of
+    timm and of Park & Kim's code); only the state dict's tensors are
+    rebuilt. A `module.` prefix (`torch.nn.DataParallel`) is removed.
+
+    Args:
+        path: A `.pth`, `.pth.tar` or `.pt` file.
+        key: The entry holding the state dict. Defaults to `"state_dict"`.
+
+    Returns:
+        `{parameter or buffer name: array}`, in the file's order.
+
+    Raises:
+        CheckpointError: see `read_torch_file`; also for a file that holds
+            neither a state dict nor a dict with one under `key`.
+    """
+    path = os.fspath(path)
+    tree, resolve, close = _open(path)
+    try:
+        if isinstance(tree, Mapping) and isinstance(tree.get(key), Mapping):
+            tree = tree[key]
+        if (
+            not isinstance(tree, Mapping)
+            or not tree
+            or not all(
+                isinstance(k, str) and isinstance(v, _TensorRef)
+                for k, v in tree.items()
+            )
+        ):
+            found = list(tree)[:8] if isinstance(tree, Mapping) else type(tree).__name__
+            raise CheckpointError(
+                f"{path!r} holds no state dict: expected a dict of tensors, or a "
+                f"dict with one under {key!r}; found {found}."
+            )
+        state = {name: resolve(ref) for name, ref in tree.items()}
+    finally:
+        close()
+    if all(name.startswith("module.") for name in state):
+        state = {name[len("module.") :]: value for name, value in state.items()}
+    return state

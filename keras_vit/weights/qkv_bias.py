@@ -1,0 +1,59 @@
+"""The rule for a checkpoint with or without query/key/value biases.
+
+timm's `VisionTransformer(qkv_bias=False)` (Park & Kim's CIFAR ViT-Ti, for
+one) has no `blocks.{i}.attn.qkv.bias`; a keras_vit ViT built with
+`qkv_bias=False` has no `qkv_bias` variable. When the model and the
+checkpoint disagree on this alone, the strict check would list every block's
+missing or unexpected biases; this rule says what to change instead.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+from keras_vit.weights.architecture import describe
+from keras_vit.weights.architecture import differences
+from keras_vit.weights.errors import CheckpointError
+
+_QKV_BIAS = re.compile(
+    r"Transformer/encoderblock_\d+/MultiHeadDotProductAttention_1/"
+    r"(?:query|key|value)/bias"
+)
+
+
+def has_qkv_bias(keys) -> bool:
+    """Whether original-layout keys include query/key/value biases."""
+    return any(_QKV_BIAS.fullmatch(key) for key in keys)
+
+
+def check_qkv_bias(layout: Mapping, params: Mapping, model_name: str) -> None:
+    """Raises when only the query/key/value biases tell model and checkpoint apart.
+
+    Args:
+        layout: `{key: target}` the model expects (original layout).
+        params: `{key: array}` of the checkpoint (original layout).
+        model_name: For the message.
+
+    Raises:
+        CheckpointError: the architectures agree but one side has the biases
+            and the other has not; the message names the `qkv_bias=` to use.
+    """
+    in_model, in_checkpoint = has_qkv_bias(layout), has_qkv_bias(params)
+    if in_model == in_checkpoint:
+        return
+    model_arch = describe({k: tuple(t.shape) for k, t in layout.items()})
+    ckpt_arch = describe({k: tuple(v.shape) for k, v in params.items()})
+    if differences(model_arch, ckpt_arch):
+        return  # another variant: reported as such by the strict check
+    if in_model:
+        raise CheckpointError(
+            f"The checkpoint has no query/key/value biases (timm's "
+            f"qkv_bias=False) but the model {model_name!r} has them; build it "
+            "with `qkv_bias=False`. No weight was changed."
+        )
+    raise CheckpointError(
+        f"The checkpoint has query/key/value biases but the model {model_name!r} "
+        "was built with `qkv_bias=False`; build it with `qkv_bias=True`. No "
+        "weight was changed."
+    )
