@@ -274,12 +274,12 @@ def _evaluate_and_save(config: TrainConfig, run_, model, source, test_ds, traine
         if config.export_savedmodel:
             from keras_vit.export import export
 
-            export(
-                model,
-                os.path.join(run_.workdir, "saved_model", "1"),
-                class_names=source.class_names,
-                overwrite=True,
-            )
+            target = os.path.join(run_.workdir, "saved_model", "1")
+            try:
+                export(model, target, class_names=source.class_names, overwrite=True)
+            except Exception as error:  # TensorFlow's writer: ENOSPC in words.
+                atomic.raise_if_disk_full(error, target)
+                raise
     common.finished(run_, trained, source, test=test)
     run_.say(f"Done in {run_.seconds:.0f} s; results in {run_.workdir}.")
     return test
