@@ -196,6 +196,33 @@ def test_a_sigkill_after_training_is_finished_by_the_same_command(
     _assert_like_whole(tmp_path, whole)
 
 
+def test_with_ema_a_run_finished_by_a_rerun_saves_the_averaged_weights(
+    tmp_path, whole, capsys
+):
+    ema = ("ema_momentum=0.5",)
+    _main(train, fr.train_argv(tmp_path / "whole", *ema))
+    want = fr.model_weights(tmp_path / "whole" / "final.keras")
+    arguments = fr.train_argv(tmp_path / "run", *ema)
+    fault = AFTER_TRAINING["fit-returned"].with_action("SIGTERM")
+    assert _exit(train, arguments, fault, capsys)[0] == 143
+
+    result = _main(train, arguments)
+
+    assert result["history"] == {}
+    got = fr.model_weights(tmp_path / "run" / "final.keras")
+    for got_w, want_w in zip(got, want, strict=True):
+        # Keras swaps the average in by adding and subtracting: float rounding.
+        np.testing.assert_allclose(got_w, want_w, rtol=1e-5, atol=1e-6)
+    # The same run without EMA ends with the raw weights: these are others.
+    assert not all(
+        np.allclose(a, b, rtol=1e-3) for a, b in zip(got, whole.weights, strict=True)
+    )
+    test = fr.results(tmp_path / "run")["test"]
+    np.testing.assert_allclose(
+        test["loss"], fr.results(tmp_path / "whole")["test"]["loss"], rtol=1e-5
+    )
+
+
 def test_a_kill_after_results_are_written_leaves_a_finished_run(
     tmp_path, whole, capsys
 ):
