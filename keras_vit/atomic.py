@@ -9,6 +9,18 @@ own directory (same file system, so the rename is atomic), flushes it to
 disk, renames it over the target and syncs the directory. A reader sees the
 old file or the new one, never a mix.
 
+**A full disk** (`ENOSPC`, or `EDQUOT` over a quota) while a file is written
+raises `DiskFull`, an `OSError` whose message is one line naming the file,
+its mount point and the space left; the previous file is untouched and the
+partial one removed. HDF5 (`.weights.h5`) is the case that needs care: it
+buffers, fails when Keras closes the file, reports each failed flush on
+stderr and can crash the interpreter (a segmentation fault). So
+`save_weights` first checks that the file system has room for the file
+(the size of the file it replaces or of its previous version, else the
+variables' bytes, plus 2 KiB per variable and 1 MiB) and raises `DiskFull`
+before HDF5 writes anything; and a write that still fails (another process
+filled the disk meanwhile) is closed by `atomic_write` before it is removed.
+
 **Directories** (exports: `staging_dir`, `finish`, `move_into_place`,
 `write_bytes`): everything is first written into a hidden staging directory
 next to the target and renamed into place once complete. Staging
@@ -38,6 +50,7 @@ atomic.save_model(model, "runs/x/final.keras")
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import logging
 import os
@@ -47,6 +60,7 @@ import secrets
 import shutil
 import socket
 import stat
+import sys
 
 logger = logging.getLogger("keras_vit.atomic")
 
@@ -54,6 +68,79 @@ logger = logging.getLogger("keras_vit.atomic")
 # writer left behind. The target's suffix is kept (`.keras`, `.weights.h5`),
 # since Keras checks it.
 PARTIAL_PREFIX = ".partial-"
+
+_DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
+
+
+class DiskFull(OSError):
+    """A write failed because its file system is full (or over quota).
+
+    `str()` is one line: the file, the reason, the mount point and the space
+    left there. The error it replaces is its `__cause__`.
+
+    Attributes:
+        path: The file that could not be written.
+        mount: The mount point of the file system it is on.
+        free: Bytes available there after the failed write was removed.
+
+    Example:
+
+    ```python
+    try:
+        atomic.write_json("runs/x/results.json", {"accuracy": 0.98})
+    except atomic.DiskFull as error:
+        print(error.mount, error.free)
+    ```
+    """
+
+    def __init__(self, path: str, code: int = errno.ENOSPC, needed: int | None = None):
+        super().__init__(code, os.strerror(code), path)
+        self.path = os.fspath(path)
+        self.mount = mount_point(self.path)
+        self.needed = needed
+        try:
+            self.free = shutil.disk_usage(self.mount).free
+        except OSError:
+            self.free = None
+
+    def __str__(self):
+        free = "?" if self.free is None else _bytes(self.free)
+        needed = "" if self.needed is None else f", about {_bytes(self.needed)} needed"
+        return (
+            f"disk full: could not write {self.path} ({self.strerror} on "
+            f"{self.mount}, {free} free{needed})"
+        )
+
+
+def disk_full_code(error: BaseException) -> int | None:
+    """`ENOSPC` or `EDQUOT` if `error` (or an error it wraps) is a full disk.
+
+    Looks through the chain of causes, and at the text of wrappers that keep
+    only the message (h5py's, TensorFlow's: `errno = 28`, `No space left on
+    device`).
+    """
+    seen = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        if isinstance(error, OSError) and error.errno in _DISK_FULL:
+            return error.errno
+        text = str(error)
+        for code in _DISK_FULL:
+            if os.strerror(code) in text or f"errno = {code}," in text:
+                return code
+        error = error.__cause__ or error.__context__
+    return None
+
+
+def mount_point(path: str) -> str:
+    """The mount point of the file system holding `path` (or its parent)."""
+    path = os.path.abspath(path)
+    while not os.path.ismount(path):
+        parent = os.path.dirname(path)
+        if parent == path:
+            break
+        path = parent
+    return path
 
 
 def atomic_write(path: str, write) -> str:
@@ -66,10 +153,18 @@ def atomic_write(path: str, write) -> str:
     Returns:
         `path`. On any error (or interruption) the temporary file is removed
         and `path` is left as it was.
+
+    Raises:
+        DiskFull: The file system is full or over quota (one-line message);
+            `path` is left as it was.
     """
     path = os.fspath(path)
     directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
+    try:
+        os.makedirs(directory, exist_ok=True)
+    except OSError as error:
+        raise_if_disk_full(error, path)
+        raise
     partial = os.path.join(
         directory, f"{PARTIAL_PREFIX}{os.getpid()}-{os.path.basename(path)}"
     )
@@ -77,9 +172,11 @@ def atomic_write(path: str, write) -> str:
         write(partial)
         _fsync_file(partial)
         os.replace(partial, path)
-    except BaseException:
+    except BaseException as error:
+        _close_hdf5(partial)
         with contextlib.suppress(FileNotFoundError):
             os.remove(partial)
+        raise_if_disk_full(error, path)
         raise
     _fsync_dir(directory)
     return path
@@ -110,8 +207,102 @@ def save_model(model, path: str) -> str:
 
 
 def save_weights(model, path: str) -> str:
-    """`model.save_weights(path)` (a `.weights.h5` file), atomically."""
+    """`model.save_weights(path)` (a `.weights.h5` file), atomically.
+
+    Raises:
+        DiskFull: The file system has no room for the file (checked before
+            HDF5 writes: see the module docstring).
+    """
+    needed = weights_file_bytes(model, path)
+    directory = os.path.dirname(os.path.abspath(path))
+    try:
+        free = shutil.disk_usage(_existing(directory)).free
+    except OSError:
+        free = None
+    if free is not None and free < needed:
+        raise DiskFull(path, errno.ENOSPC, needed=needed)
     return atomic_write(path, model.save_weights)
+
+
+def weights_file_bytes(model, path: str) -> int:
+    """An upper estimate of the bytes `model.save_weights(path)` writes.
+
+    The largest of: the file at `path`, its siblings named alike but for
+    their digits (the previous epoch's backup), and the bytes of the
+    model's and optimizer's variables; plus 2 KiB per variable (HDF5's
+    metadata takes about 1 KiB) and 1 MiB.
+    """
+    import numpy as np
+
+    optimizer = getattr(model, "optimizer", None)
+    variables = [*model.weights, *(getattr(optimizer, "variables", None) or [])]
+    sizes = [sum(int(np.prod(v.shape)) * np.dtype(v.dtype).itemsize for v in variables)]
+    directory, name = os.path.split(os.path.abspath(path))
+    pattern = re.sub(r"[0-9]+", "#", name)
+    with contextlib.suppress(OSError):
+        for other in os.listdir(directory):
+            if re.sub(r"[0-9]+", "#", other) == pattern:
+                sizes.append(os.path.getsize(os.path.join(directory, other)))
+    return max(sizes) + 2048 * len(variables) + (1 << 20)
+
+
+def _existing(directory: str) -> str:
+    while not os.path.isdir(directory):
+        parent = os.path.dirname(directory)
+        if parent == directory:
+            break
+        directory = parent
+    return directory
+
+
+def raise_if_disk_full(error: BaseException, path: str) -> None:
+    """Raises `DiskFull` for `path` (from `error`) if `error` is a full disk."""
+    code = disk_full_code(error) if isinstance(error, Exception) else None
+    if code is not None:
+        raise DiskFull(path, code) from error
+
+
+def _close_hdf5(partial: str) -> None:
+    """Closes an HDF5 file that a failed write left open at `partial`.
+
+    Keras does not close its h5py file when a write raises; h5py would then
+    flush it again (and fail again) whenever the object is freed, reporting
+    every failure on stderr, and HDF5 crashes at interpreter exit. The file
+    is truncated first, so that closing it needs no space, and the errors of
+    the close are not reported (the write's own error is).
+    """
+    h5py = sys.modules.get("h5py")
+    if h5py is None:
+        return
+    try:
+        files = h5py.h5f.get_obj_ids(types=h5py.h5f.OBJ_FILE)
+    except Exception:  # noqa: BLE001  (an h5py without this API: nothing to do)
+        return
+    target = os.path.abspath(partial)
+    for file_id in files:
+        try:
+            if os.path.abspath(os.fsdecode(file_id.name)) != target:
+                continue
+        except Exception:  # noqa: BLE001
+            continue
+        hook = sys.unraisablehook
+        sys.unraisablehook = lambda _: None
+        try:
+            with contextlib.suppress(Exception):
+                os.ftruncate(file_id.get_vfd_handle(), 0)
+            with contextlib.suppress(Exception):
+                h5py.File(file_id).close()
+        finally:
+            sys.unraisablehook = hook
+
+
+def _bytes(count: float) -> str:
+    if count < 1024:
+        return f"{int(count)} bytes"
+    for unit in ("KiB", "MiB", "GiB", "TiB"):
+        count /= 1024
+        if count < 1024 or unit == "TiB":
+            return f"{count:.1f} {unit}"
 
 
 def remove_partials(directory: str) -> list[str]:

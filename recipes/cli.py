@@ -5,6 +5,8 @@
 - `quiet_tensorflow`: hides TensorFlow's C++ start-up chatter unless asked.
 - `load_model`: a `.keras` file or a `keras_vit.ViT(variant)`, one behaviour.
 - `fail`: the one-line error exit.
+- `handle_termination` / `interrupted`: SIGTERM stops a command as Ctrl-C
+  does, and either ends in one line (exit 143 / 130), not a traceback.
 
 Commands import TensorFlow only after their arguments are checked, so that
 `--help` and every argument error answer at once.
@@ -22,12 +24,26 @@ quiet_tensorflow(args.verbose)
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import signal
 import sys
+import threading
 
 EXIT_USAGE = 2  # A bad argument or config value, as argparse exits.
-EXIT_FAILED = 1  # The run itself failed (e.g. diverged).
+EXIT_FAILED = 1  # The run itself failed (e.g. diverged, a full disk).
+EXIT_FINISHED = 3  # The run had already finished: nothing was done.
+EXIT_SIGINT = 128 + signal.SIGINT  # 130: interrupted by Ctrl-C.
+EXIT_SIGTERM = 128 + signal.SIGTERM  # 143: stopped by SIGTERM.
 VERBOSE_ENV = "KERAS_VIT_VERBOSE"  # Set to 1 to keep TensorFlow's C++ logs.
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the program was (see `handle_termination`).
+
+    A `KeyboardInterrupt`, so that code which cleans up after Ctrl-C (a
+    partial file removed, a lock released) does the same for SIGTERM.
+    """
 
 
 class ArgumentParser(argparse.ArgumentParser):
@@ -57,6 +73,60 @@ def fail(message: str, code: int = EXIT_USAGE):
     """
     print(f"error: {message}", file=sys.stderr, flush=True)  # noqa: T201
     raise CommandError(message, code)
+
+
+@contextlib.contextmanager
+def handle_termination():
+    """Within this context, SIGTERM raises `Terminated` in the main thread.
+
+    Python's default for SIGTERM is to die at once, without cleaning up or
+    saying anything. The first SIGTERM raises; later ones are ignored while
+    the program unwinds (send SIGKILL to stop it at once). The previous
+    handler is restored on exit. Outside the main thread this does nothing.
+
+    Example:
+
+    ```python
+    with handle_termination():
+        try:
+            work()
+        except KeyboardInterrupt as error:  # Ctrl-C or SIGTERM
+            interrupted(error)
+    ```
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def terminate(signum, frame):
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        raise Terminated("SIGTERM")
+
+    previous = signal.signal(signal.SIGTERM, terminate)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def interrupted(error: KeyboardInterrupt):
+    """Exits in one line after Ctrl-C (status 130) or SIGTERM (143).
+
+    The line says where the run stopped and how to go on, from the
+    `stopped_at` and `resume_hint` attributes the run put on `error` (e.g.
+    `recipes.common.Setup`); without them, that it stopped before starting.
+
+    Raises:
+        CommandError: always.
+    """
+    terminated = isinstance(error, Terminated)
+    how = "SIGTERM" if terminated else "Ctrl-C"
+    where = getattr(error, "stopped_at", "before the run started")
+    hint = getattr(error, "resume_hint", "nothing was changed: rerun the same command")
+    fail(
+        f"interrupted ({how}) {where}; {hint}",
+        EXIT_SIGTERM if terminated else EXIT_SIGINT,
+    )
 
 
 def parse_image_size(text: str) -> tuple[int, int]:

@@ -4,25 +4,40 @@
 these steps:
 
 1. `setup`: strategy (first: TPU and multi-worker strategies must exist
-   before TensorFlow uses a device), chief, seed, precision.
-2. `resume_or_start`: the newest whole backup, checked against the config's
-   fingerprint (or a fresh start; `fresh=True` sets an old backup aside).
+   before TensorFlow uses a device), chief, seed, precision. Use the result
+   as a context manager: it releases the run directory's lock, and an
+   interruption or a full disk leaving it carries where the run stopped and
+   how to go on (`stopped_at`, `resume_hint`).
+2. `resume_or_start`: the lock on the run directory (`WorkdirLock`; a
+   second live run on it is refused), then the newest whole backup, checked
+   against the config's fingerprint (or a fresh start; `fresh=True` sets the
+   previous run aside). A finished run is refused (`RunFinished`).
 3. `training_data`: the training source and its seeded stream, starting at
    the resumed epoch.
 4. `compile_model`: the warm-up/decay schedule and the optimizer, compiled
    inside the strategy's scope; then `restore` the backup into it.
 5. `fit`: `model.fit` from the resumed epoch with the crash-safe callbacks;
    raises `RunDiverged` (after writing `results.json`) when the loss became
-   non-finite.
+   non-finite. A backup of the last epoch skips it: training had finished.
+6. The recipe's finishing steps (evaluate, save the models), then
+   `finished`: `results.json`, and only then the backup goes.
 
-Files are written whole or not at all (`keras_vit.atomic`).
+A run is a small state machine on disk: *training* (`backup/` holds the
+last committed epoch), *finishing* (`backup/` holds the last epoch: every
+rerun restores it and redoes the finishing steps, without training), and
+*finished* (`results.json` says so; the backup is gone). A kill at any
+instant leaves one of these states. Files are written whole or not at all
+(`keras_vit.atomic`).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import shutil
+import socket
+import sys
 import time
 
 import keras
@@ -34,21 +49,164 @@ from keras_vit import data
 from keras_vit import training
 from keras_vit.training.backup import backup_dir_of
 from keras_vit.training.backup import differences
+from keras_vit.training.backup import discard
 from keras_vit.training.backup import latest_backup
 from keras_vit.training.backup import restore
-from keras_vit.training.backup import set_aside
+from recipes.configs.base import RUN_ONLY_FIELDS
 from recipes.configs.base import ConfigError
 from recipes.configs.base import RunConfig
 from recipes.configs.base import fingerprint
+
+try:
+    import fcntl
+except ImportError:  # Windows: runs are not locked.
+    fcntl = None
+
+# What a run writes into its directory; `--fresh` sets all of it aside.
+RUN_FILES = (
+    "config.json",
+    "metrics.csv",
+    "results.json",
+    "final.keras",
+    "encoder.keras",
+    "saved_model",
+    "checkpoints",
+    "tensorboard",
+    "backup",
+)
+# What a finished run produced: never deleted, only set aside.
+FINAL_FILES = ("results.json", "final.keras", "encoder.keras", "saved_model")
 
 
 class RunDiverged(RuntimeError):
     """The loss became non-finite; the message says where and how to resume."""
 
 
+class RunFinished(RuntimeError):
+    """The run directory holds this config's finished run: nothing to do."""
+
+
+class WorkdirBusy(RuntimeError):
+    """Another live run holds the run directory's lock."""
+
+
+class WorkdirLock:
+    """An exclusive lock on a run directory, held while the process lives.
+
+    `fcntl.flock` on `<workdir>/.lock` (another worker's: `.lock-<task>`):
+    the kernel releases it when the process ends, however it ends, so a
+    killed run never leaves it stuck. The file names the holder (PID, host,
+    start time, command) for the refusal of a second run; it is removed when
+    the lock is released. On a system without `fcntl` (Windows) nothing is
+    locked.
+
+    Example:
+
+    ```python
+    lock = WorkdirLock.acquire("runs/x")  # WorkdirBusy if another run has it
+    try:
+        ...
+    finally:
+        lock.release()
+    ```
+    """
+
+    def __init__(self, path: str, file=None):
+        self.path, self._file = path, file
+
+    @classmethod
+    def acquire(cls, workdir: str, name: str = ".lock") -> WorkdirLock:
+        """Takes the lock `<workdir>/<name>` or raises `WorkdirBusy`."""
+        path = os.path.join(workdir, name)
+        if fcntl is None:
+            return cls(path)
+        try:
+            os.makedirs(workdir, exist_ok=True)
+        except OSError as error:
+            atomic.raise_if_disk_full(error, workdir)
+            raise
+        while True:
+            file = open(path, "a+", encoding="utf-8")  # noqa: SIM115
+            try:
+                fcntl.flock(file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                file.seek(0)
+                holder = _holder(file.read())
+                file.close()
+                raise WorkdirBusy(
+                    f"{workdir} is in use by another run ({holder}): wait for it "
+                    "to end, or give this one another --set workdir=..."
+                ) from None
+            # The holder may have released and removed the file between our
+            # open and flock: then ours is an orphan, and we try again.
+            try:
+                same = os.path.samestat(os.fstat(file.fileno()), os.stat(path))
+            except FileNotFoundError:
+                same = False
+            if same:
+                break
+            file.close()
+        record = {
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "command": " ".join([os.path.basename(sys.executable), *sys.argv]),
+        }
+        try:  # Only informs a refused run: a full disk must not stop this one.
+            file.seek(0)
+            file.truncate()
+            file.write(json.dumps(record) + "\n")
+            file.flush()
+        except OSError:
+            pass
+        return cls(path, file)
+
+    def release(self) -> None:
+        """Removes the file and releases the lock (idempotent)."""
+        if self._file is None:
+            return
+        try:
+            os.remove(self.path)  # While still held: no one can lock it meanwhile.
+        except OSError:
+            pass
+        self._file.close()  # Releases the flock.
+        self._file = None
+
+
+def _holder(text: str) -> str:
+    try:
+        record = json.loads(text)
+        return f"PID {record['pid']} on {record['host']}, since {record['started']}"
+    except (ValueError, KeyError, TypeError):
+        return "its PID is not recorded yet"
+
+
+@dataclasses.dataclass
+class Trained:
+    """What `fit` leaves for the finishing steps.
+
+    Attributes:
+        history: Per-epoch logs of the epochs this process trained (empty
+            when it resumed after training had ended).
+        epochs: Epochs the run has completed, resumed ones included.
+        logs: The last epoch's logs.
+    """
+
+    history: dict
+    epochs: int
+    logs: dict
+
+
 @dataclasses.dataclass
 class Setup:
-    """Where and how a run executes (the result of `setup`)."""
+    """Where and how a run executes (the result of `setup`).
+
+    A context manager: leaving it releases the run directory's lock; an
+    interruption (`KeyboardInterrupt`) or an `OSError` leaving it gets two
+    one-line attributes: `stopped_at` (e.g. "at epoch 2 of 3") and
+    `resume_hint` (e.g. "rerun the same command to resume from the backup
+    of epoch 1").
+    """
 
     strategy: tf.distribute.Strategy
     chief: bool
@@ -59,6 +217,11 @@ class Setup:
     started: float
     # Unreadable files left out of any split, each listed once (results.json).
     skipped_files: list[str] = dataclasses.field(default_factory=list)
+    epochs: int = 0
+    # "starting", "training" (epoch `epoch`, 0-based), "finishing", "finished".
+    phase: str = "starting"
+    epoch: int = 0
+    lock: WorkdirLock | None = None
 
     @property
     def seconds(self) -> float:
@@ -73,9 +236,57 @@ class Setup:
     def backup_dir(self) -> str:
         return backup_dir_of(self.workdir, self.chief, self.task)
 
+    def __enter__(self) -> Setup:
+        return self
+
+    def __exit__(self, kind, error, traceback) -> bool:
+        try:
+            if isinstance(error, (KeyboardInterrupt, OSError)):
+                error.stopped_at, error.resume_hint = self.where_stopped()
+        finally:
+            self.close()
+        return False
+
+    def close(self) -> None:
+        """Releases the run directory's lock."""
+        if self.lock is not None:
+            self.lock.release()
+
+    def where_stopped(self) -> tuple[str, str]:
+        """`(where, what to do)`: where the run stopped, from what is on disk."""
+        try:
+            state = latest_backup(self.backup_dir, say=lambda _: None)
+        except OSError:
+            state = None
+        done = 0 if state is None else state.epoch
+        if self.phase == "training":
+            where = f"at epoch {self.epoch + 1} of {self.epochs}"
+        elif self.phase == "finishing":
+            where = f"while finishing, after epoch {done} of {self.epochs}"
+        elif self.phase == "finished":
+            where = "after the run finished"
+        else:
+            where = "before training started"
+        if self.phase == "finished":
+            return where, f"its results are in {self.workdir}"
+        if done >= self.epochs > 0:
+            hint = (
+                "rerun the same command to finish from the backup of epoch "
+                f"{done}, without training again"
+            )
+        elif done:
+            hint = f"rerun the same command to resume from the backup of epoch {done}"
+        else:
+            hint = "no epoch was finished: rerun the same command to start again"
+        return where, hint
+
 
 def setup(config: RunConfig, recipe: str) -> Setup:
-    """Strategy, chief, seed and precision of a run; says what it picked."""
+    """Strategy, chief, seed and precision of a run; says what it picked.
+
+    Use the result as a context manager: it releases the run directory's
+    lock that `resume_or_start` takes.
+    """
     started = time.time()
     strategy = training.select_strategy(config.strategy)
     chief = training.is_chief(strategy)
@@ -97,66 +308,177 @@ def setup(config: RunConfig, recipe: str) -> Setup:
         policy,
         say,
         started,
+        epochs=config.epochs,
     )
 
 
 def resume_or_start(
-    config: RunConfig, run: Setup, *, fresh: bool = False, allow_changes: bool = False
+    config: RunConfig,
+    run: Setup,
+    *,
+    fresh: bool = False,
+    allow_changes: bool = False,
+    finishing: str = "the final evaluation and save",
 ):
     """The backup to resume from (a `BackupState`), or `None` for a fresh run.
+
+    A backup of the last epoch means that training had finished and the run
+    was stopped while finishing: the recipe restores it, `fit` trains
+    nothing, and the finishing steps run again (`finishing` names them in
+    the "Resuming" line).
 
     Args:
         config: The run's config; its fingerprint must match the backup's.
         run: The run's `Setup`.
-        fresh: Set an existing backup aside (renamed to `backup.old-<time>`)
-            and start again.
+        fresh: Set everything a previous run left in the run directory
+            aside (moved to `old-<UTC time>/` in it) and start again.
         allow_changes: Resume even though the config differs from the
             backup's (e.g. a lower `learning_rate` after a divergence).
+        finishing: What the recipe does after training, for the message.
 
     Raises:
-        ConfigError: The backup belongs to another config (one line naming
-            the differing keys and saying how to start fresh).
+        WorkdirBusy: Another live run holds the run directory's lock
+            (taken here, first, for this worker: released by `run.close()`).
+        RunFinished: The directory holds this config's finished run
+            (`results.json` says so); nothing was changed.
+        ConfigError: The backup, or the finished run, belongs to another
+            config (one line naming the differing keys and saying how to
+            start fresh).
     """
-    if fresh and os.path.exists(run.backup_dir):
-        moved = set_aside(run.backup_dir)
-        run.say(f"--fresh: moved the old backup to {moved}.")
+    if run.lock is None:
+        name = ".lock" if run.chief else f".lock-{run.task}"
+        run.lock = WorkdirLock.acquire(run.workdir, name)
+    if fresh:
+        moved = set_aside_run(run)
+        if moved:
+            run.say(f"--fresh: moved the previous run to {moved}.")
+    _refuse_finished(config, run)
     state = latest_backup(run.backup_dir, say=print)
     if state is None:
-        if run.chief:
-            start_fresh(run.workdir)
+        start_fresh(run)
         return None
     changed = differences(state.fingerprint, fingerprint(config))
     if changed and not allow_changes:
-        stored = state.fingerprint
-        detail = ", ".join(
-            f"{key} {stored.get(key, '<absent>')!r} -> "
-            f"{getattr(config, key, '<absent>')!r}"
-            for key in changed
-        )
         raise ConfigError(
             f"the backup in {run.backup_dir} (epoch {state.epoch}) belongs to "
-            f"another config: {detail}; rerun with --fresh to start again, or "
-            "--allow-changes to resume with the new values"
+            f"another config: {_detail(state.fingerprint, config, changed)}; "
+            "rerun with --fresh to start again, or --allow-changes to resume "
+            "with the new values"
         )
     note = f" with changed {', '.join(changed)}" if changed else ""
-    where = f"{run.backup_dir} at epoch {state.epoch + 1}"
-    run.say(f"Resuming from the backup in {where}{note}.")
+    if state.epoch >= config.epochs:
+        run.phase = "finishing"
+        run.say(
+            f"Resuming: training finished at epoch {state.epoch}{note}; "
+            f"finishing: {finishing}."
+        )
+    else:
+        where = f"{run.backup_dir} at epoch {state.epoch + 1}"
+        run.say(f"Resuming from the backup in {where}{note}.")
     return state
 
 
-def start_fresh(workdir: str) -> None:
-    """Clears what a previous, finished run left (no backup: not a resume).
+def _detail(stored: dict, config: RunConfig, changed: list[str]) -> str:
+    return ", ".join(
+        f"{key} {stored.get(key, '<absent>')!r} -> {getattr(config, key, '<absent>')!r}"
+        for key in changed
+    )
 
-    Its logs, results, checkpoints and models go, so that nothing in the
-    directory can be mistaken for the new run's (e.g. after it diverges).
+
+def _refuse_finished(config: RunConfig, run: Setup) -> None:
+    """Raises if `results.json` says the run in the directory finished."""
+    results = _read_json(os.path.join(run.workdir, "results.json"))
+    if results.get("status") != "finished":
+        return
+    # Results are written before the backup goes: a kill in between leaves it.
+    discard(run.backup_dir)
+    previous = _read_json(os.path.join(run.workdir, "config.json"))
+    stored = {k: v for k, v in previous.items() if k not in RUN_ONLY_FIELDS}
+    changed = differences(stored, fingerprint(config)) if previous else []
+    if changed:
+        raise ConfigError(
+            f"{run.workdir} holds a finished run of another config: "
+            f"{_detail(stored, config, changed)}; rerun with --fresh to set it "
+            "aside and start again, or use another --set workdir=..."
+        )
+    saved = [
+        os.path.join(run.workdir, name)
+        for name in ("final.keras", "encoder.keras")
+        if os.path.exists(os.path.join(run.workdir, name))
+    ]
+    models = f", {'models' if len(saved) > 1 else 'model'} in {' and '.join(saved)}"
+    models = models if saved else ""
+    raise RunFinished(
+        f"the run in {run.workdir} has finished ({results.get('epochs', '?')} "
+        f"epochs; results in {os.path.join(run.workdir, 'results.json')}{models}); "
+        "nothing to do: rerun with --fresh to set it aside and train again"
+    )
+
+
+def start_fresh(run: Setup) -> None:
+    """Makes room for a new run in the directory (there is no backup).
+
+    What a previous run finished or trained (`results.json`, the models, an
+    unusable backup) is set aside (`set_aside_run`), never deleted; what a
+    run that committed no epoch left (its logs and checkpoints of a partial
+    first epoch) is deleted, so that nothing in the directory can be
+    mistaken for the new run's.
     """
-    names = ("metrics.csv", "tensorboard", "results.json", "checkpoints")
-    for name in (*names, "final.keras", "encoder.keras", "saved_model"):
-        path = os.path.join(workdir, name)
+    if not run.chief:
+        return
+    finals = [n for n in FINAL_FILES if os.path.exists(os.path.join(run.workdir, n))]
+    if finals or _has_records(run.backup_dir):  # Records: it was unusable.
+        moved = set_aside_run(run)
+        run.say(f"Starting afresh: moved what an earlier run left to {moved}.")
+        return
+    for name in RUN_FILES:
+        path = os.path.join(run.workdir, name)
         if os.path.isdir(path):
             shutil.rmtree(path)
         elif os.path.exists(path):
             os.remove(path)
+
+
+def set_aside_run(run: Setup) -> str | None:
+    """Moves what a previous run wrote into `<workdir>/old-<UTC time>/`.
+
+    The chief moves the run's files (`RUN_FILES`); every worker moves its
+    own backup. Returns the folder, or `None` when there was nothing.
+    """
+    names = RUN_FILES if run.chief else ()
+    present = [n for n in names if os.path.lexists(os.path.join(run.workdir, n))]
+    backup = os.path.basename(run.backup_dir)
+    if not run.chief and os.path.exists(run.backup_dir):
+        present.append(backup)
+    if not present:
+        return None
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+    target = os.path.join(run.workdir, f"old-{stamp}")
+    os.makedirs(target, exist_ok=True)
+    for name in present:
+        destination = os.path.join(target, name)
+        if os.path.lexists(destination):  # Two in one second: keep both.
+            destination = f"{destination}.{os.getpid()}-{time.time_ns()}"
+        os.replace(os.path.join(run.workdir, name), destination)
+    return target
+
+
+def _has_records(backup_dir: str) -> bool:
+    """Whether `backup_dir` holds a committed epoch's record (usable or not)."""
+    if not os.path.isdir(backup_dir):
+        return False
+    return any(
+        n.startswith("epoch-") and n.endswith(".json") for n in os.listdir(backup_dir)
+    )
+
+
+def _read_json(path: str) -> dict:
+    try:
+        with open(path, encoding="utf-8") as f:
+            value = json.load(f)
+    except (OSError, ValueError):
+        return {}
+    return value if isinstance(value, dict) else {}
 
 
 def training_data(config: RunConfig, start_epoch: int, **augmentation):
@@ -165,6 +487,9 @@ def training_data(config: RunConfig, start_epoch: int, **augmentation):
     Args:
         config: The run's config (data and augmentation fields).
         start_epoch: The first epoch the stream produces (a resumed run's).
+            A run whose training had ended (`start_epoch >= epochs`) gets
+            the last epoch's stream: it only gives shapes (the multi-worker
+            build), since `fit` then trains nothing.
         **augmentation: Recipe-specific `keras_vit.data.Augmentation`
             fields (e.g. `mixup_alpha`).
     """
@@ -174,7 +499,23 @@ def training_data(config: RunConfig, start_epoch: int, **augmentation):
     steps = config.steps_per_epoch or data.full_batches(
         source.num_examples, config.global_batch_size
     )
-    dataset = data.train_dataset(
+    first = min(start_epoch, config.epochs - 1)
+    return source, steps, _stream(config, source, steps, first, augmentation)
+
+
+def first_batch(config: RunConfig, source, steps: int, **augmentation):
+    """The first training batch of the run's first epoch, or `None`.
+
+    The same batch whether the run was resumed or not (a monitor's probe
+    and example images); `None` for an empty stream.
+    """
+    for batch in _stream(config, source, steps, 0, augmentation).take(1):
+        return batch
+    return None
+
+
+def _stream(config: RunConfig, source, steps: int, start_epoch: int, augmentation):
+    return data.train_dataset(
         source,
         image_size=config.image_size,
         global_batch_size=config.global_batch_size,
@@ -193,7 +534,6 @@ def training_data(config: RunConfig, start_epoch: int, **augmentation):
         ),
         shuffle_buffer=config.shuffle_buffer,
     )
-    return source, steps, dataset
 
 
 def check_disjoint(run: Setup, train_source, other_sources) -> None:
@@ -277,9 +617,19 @@ def compile_and_restore(
 
 
 def run_callbacks(
-    config: RunConfig, run: Setup, *, monitor: str, training_monitor, fewshot
+    config: RunConfig,
+    run: Setup,
+    *,
+    monitor: str,
+    training_monitor,
+    fewshot,
+    extra=(),
 ):
-    """`(guard, callbacks)`: the crash-safe set of `training_callbacks`."""
+    """`(guard, callbacks)`: the crash-safe set of `training_callbacks`.
+
+    `extra` callbacks (a caller's) go before the last one, the backup's
+    commit, so that an epoch is committed after everything it wrote.
+    """
     guard = training.DivergenceGuard()
     callbacks = training.training_callbacks(
         run.workdir,
@@ -294,7 +644,7 @@ def run_callbacks(
         fingerprint=fingerprint(config),
         guard=guard,
     )
-    return guard, callbacks
+    return guard, [*callbacks[:-1], *extra, callbacks[-1]]
 
 
 def write_config(config: RunConfig, run: Setup) -> None:
@@ -306,29 +656,49 @@ def write_config(config: RunConfig, run: Setup) -> None:
 
 
 def fit(
-    model,
-    config: RunConfig,
-    run: Setup,
-    dataset,
-    *,
-    steps,
-    start_epoch,
-    callbacks,
-    guard,
-    **kwargs,
+    model, config: RunConfig, run: Setup, dataset, *, steps, state, callbacks, **kwargs
 ):
-    """`model.fit` from `start_epoch`; raises `RunDiverged` if it diverged."""
+    """`model.fit` from the resumed epoch; the `Trained` result.
+
+    Args:
+        model: The compiled model, with `state` restored.
+        config: The run's config.
+        run: The run's `Setup`.
+        dataset: The training stream (from the resumed epoch).
+        steps: Steps per epoch.
+        state: The `BackupState` resumed from, or `None`.
+        callbacks: A function returning `(guard, callbacks)`; called only
+            when there are epochs left to train.
+        **kwargs: More `model.fit` arguments (`validation_data`).
+
+    A backup of the last epoch trains nothing: the model already holds the
+    trained state, and gets its final values (the averaged weights with
+    EMA), as `model.fit` gives them when it ends.
+
+    Raises:
+        RunDiverged: The loss became non-finite (after `results.json`
+            recorded where).
+    """
+    start_epoch = 0 if state is None else state.epoch
+    if start_epoch >= config.epochs:
+        with run.strategy.scope():
+            model.optimizer.finalize_variable_values(model.trainable_variables)
+        run.phase = "finishing"
+        return Trained({}, state.epoch, dict(state.logs))
+    guard, callback_list = callbacks()
+    run.phase, run.epoch = "training", start_epoch
     history = model.fit(
         dataset,
         epochs=config.epochs,
         initial_epoch=start_epoch,
         steps_per_epoch=steps,
-        callbacks=callbacks,
+        callbacks=[_Progress(run), *callback_list],
         shuffle=False,  # The pipeline shuffles, reproducibly.
         verbose=config.verbose,
         **kwargs,
     )
     if guard.diverged:
+        run.phase = "diverged"
         where = guard.diverged
         if run.chief:
             write_results(
@@ -354,7 +724,20 @@ def fit(
             f"training diverged at epoch {where['epoch']}, step {where['step']} "
             f"(loss {where['loss']}); no weights were saved after it; {resume}"
         )
-    return history
+    run.phase = "finishing"
+    logs = {key: values[-1] for key, values in history.history.items() if values}
+    return Trained(history.history, guard.finished_epochs, logs)
+
+
+class _Progress(keras.callbacks.Callback):
+    """Keeps `Setup.epoch` current, for the line an interruption prints."""
+
+    def __init__(self, run: Setup):
+        super().__init__()
+        self.run = run
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self.run.epoch = epoch
 
 
 def write_results(run: Setup, summary: dict) -> None:
@@ -362,21 +745,29 @@ def write_results(run: Setup, summary: dict) -> None:
     atomic.write_json(os.path.join(run.workdir, "results.json"), _finite(summary))
 
 
-def finished(run: Setup, guard, source, **results) -> None:
-    """Writes `results.json` of a finished run and says "Done"."""
-    write_results(
-        run,
-        {
-            "status": "finished",
-            **results,
-            "epochs": guard.finished_epochs,
-            "seconds": round(run.seconds, 1),
-            "strategy": training.describe(run.strategy),
-            "precision": run.policy,
-            "train_examples": source.num_examples,
-            "skipped_files": run.skipped_files or list(source.skipped),
-        },
-    )
+def finished(run: Setup, trained: Trained, source, **results) -> None:
+    """Writes `results.json` of a finished run, then discards the backup.
+
+    Call it last, when every final file is written: until `results.json`
+    says "finished", a rerun finds the backup and finishes again. Every
+    worker calls it (only the chief writes; each discards its own backup).
+    """
+    if run.chief:
+        write_results(
+            run,
+            {
+                "status": "finished",
+                **results,
+                "epochs": trained.epochs,
+                "seconds": round(run.seconds, 1),
+                "strategy": training.describe(run.strategy),
+                "precision": run.policy,
+                "train_examples": source.num_examples,
+                "skipped_files": run.skipped_files or list(source.skipped),
+            },
+        )
+    run.phase = "finished"
+    discard(run.backup_dir)
 
 
 def fewshot_callback(

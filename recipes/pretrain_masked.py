@@ -18,11 +18,12 @@ python -m recipes.train --config digits \
 The configs live in `recipes/configs/` (`masked_digits`, `masked_b16_paper`;
 `digits` and `b16_paper` name them too) and speak the trainer's config
 language (`recipes.configs.base.PretrainConfig`, `--set key=value`, `--fresh`,
-`--allow-changes`). The run directory (`runs/<name>` unless `--set
-workdir=...`) holds, like
-`recipes.train`'s: `tensorboard/`, `metrics.csv`, `checkpoints/{best,last}
-.keras`, `backup/` (an interrupted run started again with the same command
-resumes), `config.json`, `results.json`, and
+`--allow-changes`) and its exit statuses. The run directory (`runs/<name>`
+unless `--set workdir=...`) holds, like `recipes.train`'s: `tensorboard/`,
+`metrics.csv`, `checkpoints/{best,last}.keras`, `backup/` (an interrupted
+run started again with the same command resumes, or finishes without
+training again if it was stopped after its last epoch), `config.json`,
+`results.json`, and
 
 - `final.keras`: the whole pre-training model (`MaskedPatchModel`);
 - `encoder.keras`: the encoder alone as a `keras_vit.ViT(include_top=False)`,
@@ -52,45 +53,54 @@ def run(
 ) -> dict:
     """Pre-trains as `config` says; returns history, final metrics and paths.
 
+    `final` holds the last epoch's logs (from the backup when the run was
+    stopped after training and finished by a rerun).
+
     Raises:
-        ConfigError: The backup belongs to another config.
+        ConfigError: A config value that cannot be used, or the backup
+            belongs to another config.
+        RunFinished: The run directory holds this config's finished run.
+        WorkdirBusy: Another live run uses the run directory.
         RunDiverged: The loss became non-finite (`results.json` says where).
+        keras_vit.atomic.DiskFull: The disk filled up; the same call resumes.
     """
     from recipes import common
 
-    run_ = common.setup(config, "pretrain_masked")
-    state = common.resume_or_start(
-        config, run_, fresh=fresh, allow_changes=allow_changes
-    )
-    start_epoch = 0 if state is None else state.epoch
-    try:  # A dataset or model argument that cannot be used: one line.
-        source, steps, train_ds = common.training_data(config, start_epoch)
-        _check_fewshot_split(config, source)
-        model = _model(config, run_, steps, train_ds, state)
-    except ValueError as error:
-        raise ConfigError(str(error).splitlines()[0]) from error
-    guard, callback_list = _callbacks(config, run_, train_ds)
-    common.write_config(config, run_)
-    history = common.fit(
-        model,
-        config,
-        run_,
-        train_ds,
-        steps=steps,
-        start_epoch=start_epoch,
-        callbacks=[*callback_list, *callbacks],
-        guard=guard,
-    )
-    final = {k: v[-1] for k, v in history.history.items() if v}
-    encoder = _save(config, run_, model, source, final, guard)
-    return {
-        "history": history.history,
-        "final": final,
-        "workdir": run_.workdir,
-        "model": model,
-        "encoder": encoder,
-        "seconds": run_.seconds,
-    }
+    with common.setup(config, "pretrain_masked") as run_:
+        state = common.resume_or_start(
+            config,
+            run_,
+            fresh=fresh,
+            allow_changes=allow_changes,
+            finishing="final.keras, encoder.keras, results.json",
+        )
+        start_epoch = 0 if state is None else state.epoch
+        try:  # A dataset or model argument that cannot be used: one line.
+            source, steps, train_ds = common.training_data(config, start_epoch)
+            _check_fewshot_split(config, source)
+            model = _model(config, run_, steps, train_ds, state)
+        except ValueError as error:
+            raise ConfigError(str(error).splitlines()[0]) from error
+        common.write_config(config, run_)
+        trained = common.fit(
+            model,
+            config,
+            run_,
+            train_ds,
+            steps=steps,
+            state=state,
+            callbacks=lambda: _callbacks(config, run_, source, steps, callbacks),
+        )
+        final = dict(trained.logs)
+        encoder = _save(config, run_, model, source, final, trained)
+        return {
+            "history": trained.history,
+            "final": final,
+            "workdir": run_.workdir,
+            "model": model,
+            "encoder": encoder,
+            "seconds": run_.seconds,
+        }
 
 
 def _check_fewshot_split(config: PretrainConfig, source) -> None:
@@ -123,7 +133,7 @@ def _model(config: PretrainConfig, run_, steps: int, train_ds, state):
     return model
 
 
-def _callbacks(config: PretrainConfig, run_, train_ds):
+def _callbacks(config: PretrainConfig, run_, source, steps: int, extra=()):
     """`(guard, callbacks)`: the crash-safe set, monitor and few-shot eval."""
     import os
 
@@ -142,7 +152,9 @@ def _callbacks(config: PretrainConfig, run_, train_ds):
         )
     monitor = None
     if run_.chief and config.monitor_images and not run_.on_tpu:
-        images = next(iter(train_ds.take(1)))[0][: config.monitor_images]
+        # The first epoch's first batch: the same images after a resume.
+        batch = common.first_batch(config, source, steps)
+        images = None if batch is None else batch[0][: config.monitor_images]
         monitor = training.TrainingMonitor(
             os.path.join(run_.workdir, "tensorboard"),
             example_images=images,
@@ -150,12 +162,21 @@ def _callbacks(config: PretrainConfig, run_, train_ds):
             max_images=config.monitor_images,
         )
     return common.run_callbacks(
-        config, run_, monitor="loss", training_monitor=monitor, fewshot=fewshot
+        config,
+        run_,
+        monitor="loss",
+        training_monitor=monitor,
+        fewshot=fewshot,
+        extra=extra,
     )
 
 
-def _save(config: PretrainConfig, run_, model, source, final: dict, guard):
-    """`final.keras`, `encoder.keras` and `results.json` (chief); the encoder."""
+def _save(config: PretrainConfig, run_, model, source, final: dict, trained):
+    """`final.keras`, `encoder.keras`, then `results.json` (chief); the encoder.
+
+    `results.json` is written last and the backup discarded after it, so a
+    kill at any instant of this phase is finished by the same command.
+    """
     import os
 
     import keras_vit
@@ -173,12 +194,15 @@ def _save(config: PretrainConfig, run_, model, source, final: dict, guard):
         name=f"{model.name}_encoder",
     )
     transfer_encoder(model, encoder)
+    if run_.chief:
+        atomic.save_model(model, os.path.join(run_.workdir, "final.keras"))
+        atomic.save_model(encoder, os.path.join(run_.workdir, "encoder.keras"))
+    common.finished(run_, trained, source, final=final)
     if not run_.chief:
         return encoder
-    atomic.save_model(model, os.path.join(run_.workdir, "final.keras"))
-    atomic.save_model(encoder, os.path.join(run_.workdir, "encoder.keras"))
-    common.finished(run_, guard, source, final=final)
-    run_.say("Final: " + ", ".join(f"{k} {v:.4f}" for k, v in final.items()))
+    run_.say(
+        "Final: " + ", ".join(f"{k} {v:.4f}" for k, v in final.items() if v is not None)
+    )
     run_.say(
         f"Done in {run_.seconds:.0f} s; encoder for fine-tuning: "
         f"{os.path.join(run_.workdir, 'encoder.keras')}."
@@ -201,8 +225,10 @@ def build_parser() -> cli.ArgumentParser:
 def main(argv: list[str] | None = None) -> dict:
     """Command-line entry point; returns `run`'s result.
 
-    Exits with status 2 on an argument or config error (one line), 1 when
-    training diverged.
+    Exits as `recipes.train.command` says: 2 on an argument or config error
+    or a run directory in use, 1 when the run failed (diverged, a full
+    disk), 3 when it had already finished, 130/143 on Ctrl-C/SIGTERM; every
+    failure is one line.
     """
     from recipes.train import command
 

@@ -11,12 +11,16 @@ python -m recipes.train --config cifar10_finetune_b16 \
 python -m recipes.train --config my_config.py --set epochs=3 --set strategy=mirrored
 ```
 
-Run it again with the same command after an interruption: it resumes from
-the last completed epoch and ends where an uninterrupted run ends (a backup
-made with another config is refused: `--fresh` starts again). A run whose
-loss becomes NaN stops, keeps its last finite state and exits with status 1;
-argument and config errors exit with status 2. See `docs/training.md` for
-the run directory layout and TensorBoard.
+Run it again with the same command after an interruption (Ctrl-C, a kill,
+a full disk): it resumes from the last completed epoch, or, stopped after
+training, finishes without training again, and ends where an uninterrupted
+run ends (a backup made with another config is refused: `--fresh` starts
+again). A finished run is not run again (exit status 3; `--fresh` sets it
+aside). Exit status: 0 done; 1 the run failed (diverged: it keeps its last
+finite state; a full disk); 2 an argument or config error, or the run
+directory is in use by another run; 3 the run had already finished; 130 /
+143 interrupted by Ctrl-C / SIGTERM (resumable). Every failure is one line.
+See `docs/training.md` for the run directory layout and TensorBoard.
 """
 
 from __future__ import annotations
@@ -43,51 +47,92 @@ def run(
     Args:
         config: The run's `TrainConfig`.
         callbacks: Extra Keras callbacks, appended to the recipe's.
-        fresh: Set an existing backup aside and start again.
+        fresh: Set what a previous run left in the run directory aside
+            (to `old-<UTC time>/` in it) and start again.
         allow_changes: Resume from a backup made with another config.
 
     Returns:
-        A dict: `history` (per-epoch logs), `test` (final metrics or
-        `None`), `workdir`, `model` (the trained `keras.Model`, with the
-        averaged weights when EMA is on), `seconds`.
+        A dict: `history` (per-epoch logs of the epochs this call trained),
+        `test` (final metrics or `None`), `workdir`, `model` (the trained
+        `keras.Model`, with the averaged weights when EMA is on),
+        `seconds`.
 
     Raises:
-        ConfigError: The backup belongs to another config.
+        ConfigError: A config value that cannot be used (e.g. `init_from`
+            names no file), or the backup belongs to another config.
+        RunFinished: The run directory holds this config's finished run.
+        WorkdirBusy: Another live run uses the run directory.
         RunDiverged: The loss became non-finite (`results.json` says where).
+        keras_vit.atomic.DiskFull: The disk filled up; what was written
+            before stays whole, and the same call resumes.
     """
     from recipes import common
 
-    run_ = common.setup(config, "train")
-    state = common.resume_or_start(
-        config, run_, fresh=fresh, allow_changes=allow_changes
-    )
-    start_epoch = 0 if state is None else state.epoch
-    try:  # A dataset or model argument that cannot be used: one line.
-        source, steps, train_ds, val_ds, test_ds = _data(config, run_, start_epoch)
-        model = _model(config, run_, source.num_classes, steps, train_ds, state)
-    except ValueError as error:
-        raise ConfigError(str(error).splitlines()[0]) from error
-    guard, callback_list = _callbacks(config, run_, train_ds, val_ds)
-    common.write_config(config, run_)
-    history = common.fit(
-        model,
-        config,
-        run_,
-        train_ds,
-        steps=steps,
-        start_epoch=start_epoch,
-        callbacks=[*callback_list, *callbacks],
-        guard=guard,
-        validation_data=val_ds,
-    )
-    test = _evaluate_and_save(config, run_, model, source, test_ds, guard)
-    return {
-        "history": history.history,
-        "test": test,
-        "workdir": run_.workdir,
-        "model": model,
-        "seconds": run_.seconds,
-    }
+    check_init_from(config)
+    with common.setup(config, "train") as run_:
+        state = common.resume_or_start(
+            config,
+            run_,
+            fresh=fresh,
+            allow_changes=allow_changes,
+            finishing=_finishing_steps(config),
+        )
+        start_epoch = 0 if state is None else state.epoch
+        try:  # A dataset or model argument that cannot be used: one line.
+            source, steps, train_ds, val_ds, test_ds = _data(config, run_, start_epoch)
+            model = _model(config, run_, source.num_classes, steps, train_ds, state)
+        except ValueError as error:
+            raise ConfigError(str(error).splitlines()[0]) from error
+        common.write_config(config, run_)
+        trained = common.fit(
+            model,
+            config,
+            run_,
+            train_ds,
+            steps=steps,
+            state=state,
+            callbacks=lambda: _callbacks(
+                config, run_, source, steps, val_ds, extra=callbacks
+            ),
+            validation_data=val_ds,
+        )
+        test = _evaluate_and_save(config, run_, model, source, test_ds, trained)
+        return {
+            "history": trained.history,
+            "test": test,
+            "workdir": run_.workdir,
+            "model": model,
+            "seconds": run_.seconds,
+        }
+
+
+def check_init_from(config: TrainConfig) -> None:
+    """Raises `ConfigError` (one line) when `init_from` names a missing file.
+
+    A value with a path separator or a checkpoint suffix is a file; other
+    values are weights tags, checked when they are loaded.
+    """
+    import os
+
+    value = config.init_from
+    if not value:
+        return
+    suffixes = (".npz", ".safetensors", ".keras", ".h5")
+    looks_like_file = os.sep in value or "/" in value or value.endswith(suffixes)
+    if looks_like_file and not os.path.isfile(value):
+        what = "is a directory, not" if os.path.isdir(value) else "names no"
+        raise ConfigError(
+            f"init_from={value!r} {what} checkpoint file (a .npz, .safetensors, "
+            ".keras or .weights.h5 file, or a weights tag)"
+        )
+
+
+def _finishing_steps(config: TrainConfig) -> str:
+    steps = ["test evaluation"] if config.test_split else []
+    steps.append("final.keras")
+    if config.export_savedmodel:
+        steps.append("saved_model/1")
+    return ", ".join([*steps, "results.json"])
 
 
 def _data(config: TrainConfig, run_, start_epoch: int):
@@ -152,7 +197,11 @@ def build_model(config: TrainConfig, num_classes: int, say=print):
         **model_arguments(config, TRAIN_VIT_FIELDS),
     )
     if config.init_from:
-        notes = load_weights(model, config.init_from)
+        try:
+            notes = load_weights(model, config.init_from)
+        except OSError as error:  # E.g. removed since `check_init_from`.
+            reason = error.strerror or str(error)
+            raise ValueError(f"init_from={config.init_from!r}: {reason}") from error
         say(f"Initialised from {config.init_from}.")
         for note in notes or ():
             say(f"  {note}")
@@ -172,13 +221,13 @@ def build_model(config: TrainConfig, num_classes: int, say=print):
     return model
 
 
-def _callbacks(config: TrainConfig, run_, train_ds, val_ds):
+def _callbacks(config: TrainConfig, run_, source, steps: int, val_ds, extra=()):
     """`(guard, callbacks)`: the crash-safe set, monitor and few-shot eval."""
     from recipes import common
 
     monitor = None
     if run_.chief and not run_.on_tpu:
-        monitor = _training_monitor(config, run_.workdir, train_ds, val_ds)
+        monitor = _training_monitor(config, run_.workdir, source, steps, val_ds)
     fewshot = None
     if config.fewshot_every:
         fewshot = common.fewshot_callback(
@@ -195,11 +244,17 @@ def _callbacks(config: TrainConfig, run_, train_ds, val_ds):
         monitor="val_accuracy" if val_ds is not None else "accuracy",
         training_monitor=monitor,
         fewshot=fewshot,
+        extra=extra,
     )
 
 
-def _evaluate_and_save(config: TrainConfig, run_, model, source, test_ds, guard):
-    """Test metrics; `final.keras`, the SavedModel and `results.json` (chief)."""
+def _evaluate_and_save(config: TrainConfig, run_, model, source, test_ds, trained):
+    """Test metrics; `final.keras`, the SavedModel, then `results.json`.
+
+    Every file is written before `results.json` (chief), and the backup is
+    discarded only after it: a kill at any instant of this phase leaves the
+    backup of the last epoch, and the same command finishes again.
+    """
     import os
 
     import keras
@@ -211,22 +266,21 @@ def _evaluate_and_save(config: TrainConfig, run_, model, source, test_ds, guard)
     if test_ds is not None:
         test = model.evaluate(test_ds, return_dict=True, verbose=0)
         run_.say("Test: " + ", ".join(f"{k} {v:.4f}" for k, v in test.items()))
-    if not run_.chief:
-        return test
-    # The inference model alone (no optimizer state): loads with just
-    # `import keras_vit`, and holds the averaged weights when EMA is on.
-    inference = keras.Model(model.inputs, model.outputs, name=model.name)
-    atomic.save_model(inference, os.path.join(run_.workdir, "final.keras"))
-    if config.export_savedmodel:
-        from keras_vit.export import export
+    if run_.chief:
+        # The inference model alone (no optimizer state): loads with just
+        # `import keras_vit`, and holds the averaged weights when EMA is on.
+        inference = keras.Model(model.inputs, model.outputs, name=model.name)
+        atomic.save_model(inference, os.path.join(run_.workdir, "final.keras"))
+        if config.export_savedmodel:
+            from keras_vit.export import export
 
-        export(
-            model,
-            os.path.join(run_.workdir, "saved_model", "1"),
-            class_names=source.class_names,
-            overwrite=True,
-        )
-    common.finished(run_, guard, source, test=test)
+            target = os.path.join(run_.workdir, "saved_model", "1")
+            try:
+                export(model, target, class_names=source.class_names, overwrite=True)
+            except Exception as error:  # TensorFlow's writer: ENOSPC in words.
+                atomic.raise_if_disk_full(error, target)
+                raise
+    common.finished(run_, trained, source, test=test)
     run_.say(f"Done in {run_.seconds:.0f} s; results in {run_.workdir}.")
     return test
 
@@ -265,22 +319,39 @@ def _fits_in_memory(num_examples: int, config: TrainConfig) -> bool:
     return num_examples * height * width * config.channels * 4 <= 2 * 1024**3
 
 
-def _training_monitor(config: TrainConfig, workdir: str, train_ds, val_ds):
+def _training_monitor(config: TrainConfig, workdir: str, source, steps: int, val_ds):
+    """The TensorBoard monitor, probing the first batch of the first epoch.
+
+    That batch is the same whether the run was resumed or not, so the
+    gradient-norm curve continues across a resume; an empty stream (or
+    validation set) leaves the monitor without that probe (or images).
+    """
     import os
 
     from keras_vit import training
+    from recipes import common
 
     count = config.monitor_images
-    images, labels = next(iter(train_ds.take(1)))
-    probe = (images[:32], labels[:32])
-    attention = None
-    if count:
-        source = val_ds if val_ds is not None else train_ds
-        attention = next(iter(source.take(1)))[0][:count]
+    batch = common.first_batch(
+        config,
+        source,
+        steps,
+        mixup_alpha=config.mixup_alpha,
+        cutmix_factor=config.cutmix_factor,
+    )
+    probe = examples = attention = None
+    if batch is not None:
+        images, labels = batch
+        probe = (images[:32], labels[:32])
+        examples = images[:count] if count else None
+        attention = examples
+    if count and val_ds is not None:
+        for images, _ in val_ds.take(1):
+            attention = images[:count]
     return training.TrainingMonitor(
         os.path.join(workdir, "tensorboard"),
         probe_batch=probe,
-        example_images=images[:count] if count else None,
+        example_images=examples,
         attention_images=attention,
         max_images=max(count, 1),
     )
@@ -320,7 +391,8 @@ def add_run_arguments(parser, configs: list[str], default: str = "digits") -> No
     parser.add_argument(
         "--fresh",
         action="store_true",
-        help="start again: move an existing backup aside (to backup.old-<time>)",
+        help="start again: move what a previous run left in the run directory "
+        "(its backup, results, models, logs) aside, to old-<UTC time>/ in it",
     )
     parser.add_argument(
         "--allow-changes",
@@ -345,21 +417,47 @@ def parse_config(args, kind) -> object:
 def command(run_fn, kind, parser, argv, aliases=None):
     """Runs a training recipe from its command line; returns `run_fn`'s result.
 
-    Exits with status 2 on an argument or config error (one line), 1 when
-    training diverged.
+    Every failure is one line on stderr (`error: ...`) and an exit status:
+    2 an argument or config error, or the run directory is in use by
+    another run; 1 the run failed (diverged, a full disk); 3 the run had
+    already finished (nothing was done); 130 Ctrl-C, 143 SIGTERM (the line
+    says how to resume).
     """
     args = parser.parse_args(argv)
     args.config = (aliases or {}).get(args.config, args.config)
     config = parse_config(args, kind)
-    cli.quiet_tensorflow(args.tf_logs)
-    from recipes.common import RunDiverged
+    if hasattr(config, "init_from"):
+        try:
+            check_init_from(config)
+        except ConfigError as error:
+            cli.fail(str(error))
+    with cli.handle_termination():
+        try:
+            cli.quiet_tensorflow(args.tf_logs)
+            from keras_vit.atomic import DiskFull
+            from recipes.common import RunDiverged
+            from recipes.common import RunFinished
+            from recipes.common import WorkdirBusy
 
-    try:
-        return run_fn(config, fresh=args.fresh, allow_changes=args.allow_changes)
-    except ConfigError as error:
-        cli.fail(str(error))
-    except RunDiverged as error:
-        cli.fail(str(error), cli.EXIT_FAILED)
+            try:
+                return run_fn(
+                    config, fresh=args.fresh, allow_changes=args.allow_changes
+                )
+            except (ConfigError, WorkdirBusy) as error:
+                cli.fail(str(error))
+            except RunFinished as error:
+                cli.fail(str(error), cli.EXIT_FINISHED)
+            except RunDiverged as error:
+                cli.fail(str(error), cli.EXIT_FAILED)
+            except DiskFull as error:
+                hint = getattr(error, "resume_hint", "rerun the same command")
+                cli.fail(
+                    f"{error}; what was written before is whole: free some space, "
+                    f"then {hint}",
+                    cli.EXIT_FAILED,
+                )
+        except KeyboardInterrupt as error:  # Ctrl-C, or SIGTERM (`Terminated`).
+            cli.interrupted(error)
 
 
 def main(argv: list[str] | None = None) -> dict:

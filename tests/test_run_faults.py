@@ -242,7 +242,8 @@ def test_a_resume_with_another_config_is_refused_until_fresh(tmp_path, capsys):
     result = train.main(_argv(tmp_path, *other) + ["--fresh"])
     assert len(result["history"]["loss"]) == 3  # A new run from epoch 1.
     assert json.load(open(tmp_path / "config.json"))["variant"] == "test/8"
-    assert len(glob.glob(str(tmp_path / "backup.old-*" / "*.weights.h5"))) >= 1
+    # The previous run is set aside, not deleted: old-<time>/backup/...
+    assert len(glob.glob(str(tmp_path / "old-*" / "backup" / "*.weights.h5"))) >= 1
 
 
 def test_an_altered_backup_fails_its_checksum_and_an_older_one_is_used(tmp_path):

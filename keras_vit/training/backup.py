@@ -6,13 +6,23 @@ later run dies on). At the end of each epoch it writes, in `backup_dir`:
 
 - `epoch-000003.weights.h5`: the weights and optimizer state (atomically);
 - then `epoch-000003.json`: the epoch, the weights file's size and SHA-256,
-  and the run's fingerprint (atomically; its presence marks the pair whole).
+  the epoch's logs and the run's fingerprint (atomically; its presence marks
+  the pair whole: the record *commits* the epoch).
 
 The previous pair is kept until the new one is complete (the two newest are
 kept). `latest_backup` returns the newest pair whose file matches its
 checksum, saying in one line when it falls back past a torn one; the recipe
 restores it (`restore`) and passes `initial_epoch` to `model.fit`, so no
 Keras internal is involved.
+
+The two writes can be split (`commit_callback`): the weights are written
+where the callback stands (before an EMA swap: the raw training state), and
+the record by a second callback placed last, after the epoch's logs,
+checkpoints and summaries are on disk. A kill anywhere in between leaves the
+epoch uncommitted: it is redone on resume, and no committed epoch lacks its
+`metrics.csv` row. A recipe that saves results after `fit` passes
+`delete_at_end=False` and calls `discard` once they are written, so that a
+kill before then still finds the trained weights.
 
 Example:
 
@@ -32,6 +42,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 import os
 import re
 import shutil
@@ -53,11 +64,14 @@ class BackupState:
             (0-based index `epoch`).
         weights: Path of the `.weights.h5` file (weights and optimizer).
         fingerprint: What the run was (config fields), as stored.
+        logs: The epoch's logs as committed (metrics; `None` for a
+            non-finite value); empty for a backup written without them.
     """
 
     epoch: int
     weights: str
     fingerprint: dict
+    logs: dict = dataclasses.field(default_factory=dict)
 
 
 def backup_dir_of(workdir: str, chief: bool = True, task: str = "chief") -> str:
@@ -116,6 +130,22 @@ def restore(model: keras.Model, state: BackupState) -> None:
     model.load_weights(state.weights)
 
 
+def discard(backup_dir: str) -> None:
+    """Deletes `backup_dir` (a run's results are saved: it is not needed).
+
+    The directory is first renamed to `<backup_dir>.discarded`, so that an
+    interrupted deletion never leaves a partial backup under the real name;
+    a leftover of an earlier interrupted deletion goes too.
+    """
+    doomed = f"{backup_dir}.discarded"
+    if os.path.exists(doomed):
+        shutil.rmtree(doomed, ignore_errors=True)
+    if not os.path.exists(backup_dir):
+        return
+    os.replace(backup_dir, doomed)
+    shutil.rmtree(doomed, ignore_errors=True)
+
+
 def set_aside(backup_dir: str) -> str | None:
     """Renames `backup_dir` to `<backup_dir>.old-<UTC time>`; returns it."""
     if not os.path.exists(backup_dir):
@@ -138,7 +168,12 @@ class CrashSafeBackup(keras.callbacks.Callback):
         guard: A `DivergenceGuard`; nothing is written once it has fired,
             and the backups are then kept at the end.
         delete_at_end: Whether to delete `backup_dir` when training ends
-            normally. Defaults to `True`.
+            normally. Defaults to `True`; a run that saves results after
+            `fit` passes `False` and calls `discard` once they are saved.
+
+    Call `commit_callback()` to get the callback that commits each epoch
+    (writes its record); place it last. Without it, this callback writes the
+    weights and the record together.
 
     Example:
 
@@ -163,36 +198,80 @@ class CrashSafeBackup(keras.callbacks.Callback):
         self.keep = keep
         self.guard = guard
         self.delete_at_end = delete_at_end
+        self._committer = None
+        self._pending = None
+
+    def commit_callback(self) -> keras.callbacks.Callback:
+        """The callback that commits each epoch's backup; place it last."""
+        if self._committer is None:
+            self._committer = _Commit(self)
+        return self._committer
 
     def on_train_begin(self, logs=None):
         atomic.remove_partials(self.backup_dir)
+        self._pending = None
 
     def on_epoch_end(self, epoch, logs=None):
         if self.guard is not None and self.guard.diverged:
             return  # Never back up non-finite weights.
         stem = os.path.join(self.backup_dir, f"epoch-{epoch + 1:06d}")
-        weights = atomic.save_weights(self.model, f"{stem}.weights.h5")
+        self._pending = (epoch, atomic.save_weights(self.model, f"{stem}.weights.h5"))
+        if self._committer is None:
+            self.commit(epoch, logs)
+
+    def commit(self, epoch: int, logs=None) -> None:
+        """Writes the record of epoch `epoch` (0-based), then prunes."""
+        if self._pending is None or self._pending[0] != epoch:
+            return  # Not written (diverged): nothing to commit.
+        if self.guard is not None and self.guard.diverged:
+            return
+        weights = self._pending[1]
         record = {
             "epoch": epoch + 1,
             "weights": os.path.basename(weights),
             "size": os.path.getsize(weights),
             "sha256": _sha256(weights),
+            "logs": _loggable(logs),
             "fingerprint": self.fingerprint,
             "keras": keras.__version__,
         }
-        atomic.write_json(f"{stem}.json", record)
+        atomic.write_json(f"{weights[: -len('.weights.h5')]}.json", record)
+        self._pending = None
         self._prune(epoch + 1)
 
     def on_train_end(self, logs=None):
         diverged = self.guard is not None and self.guard.diverged
-        if self.delete_at_end and not diverged and os.path.exists(self.backup_dir):
-            shutil.rmtree(self.backup_dir)
+        if self.delete_at_end and not diverged:
+            discard(self.backup_dir)
 
     def _prune(self, newest: int) -> None:
         for name in os.listdir(self.backup_dir):
             match = re.match(r"^epoch-(\d{6})\.", name)
             if match and int(match.group(1)) <= newest - self.keep:
                 os.remove(os.path.join(self.backup_dir, name))
+
+
+class _Commit(keras.callbacks.Callback):
+    """Commits the epoch its `CrashSafeBackup` wrote (see `commit_callback`)."""
+
+    def __init__(self, backup: CrashSafeBackup):
+        super().__init__()
+        self.backup = backup
+
+    def on_epoch_end(self, epoch, logs=None):
+        self.backup.commit(epoch, logs)
+
+
+def _loggable(logs) -> dict:
+    """The numeric entries of an epoch's logs, as strict JSON (NaN: None)."""
+    out = {}
+    for key, value in (logs or {}).items():
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            continue
+        out[str(key)] = number if math.isfinite(number) else None
+    return out
 
 
 def _read_state(backup_dir: str, epoch: int):
@@ -212,7 +291,9 @@ def _read_state(backup_dir: str, epoch: int):
         return f"{os.path.basename(weights)} has {actual} of {size} bytes", None
     if _sha256(weights) != digest:
         return f"{os.path.basename(weights)} fails its checksum", None
-    return None, BackupState(epoch, weights, record.get("fingerprint", {}))
+    return None, BackupState(
+        epoch, weights, record.get("fingerprint", {}), record.get("logs") or {}
+    )
 
 
 def _sha256(path: str) -> str:

@@ -6,26 +6,35 @@
 |---|---|---|
 | `DivergenceGuard` | - (stops at a non-finite loss, records where) | all workers |
 | `ReseedEachEpoch` | - | all |
-| `CrashSafeBackup` | `backup/` (others: `backup_<task>/`), removed at the end | all |
+| `CrashSafeBackup` | `backup/epoch-N.weights.h5` (others: `backup_<task>/`) | all |
 | `SwapEMAWeights` (with EMA) | - | all |
 | metric callbacks (e.g. few-shot) | entries in the epoch logs | all |
 | `StepsPerSecond` | `steps_per_second` in the epoch logs | all |
-| `AtomicCheckpoint` x2 | `checkpoints/best.keras`, `checkpoints/last.keras` | chief |
+| `AtomicCheckpoint` x2 | `checkpoints/{best,last}.keras`, `best.json` | chief |
 | `AtomicCSVLogger` | `metrics.csv` (continued on resume) | chief |
 | `TensorBoard` | `tensorboard/{train,validation}` | chief |
 | `TrainingMonitor` | `tensorboard/train` | chief |
+| the backup's commit | `backup/epoch-N.json`: the epoch is done | all |
 
 Every file is written whole or not at all (`keras_vit.atomic`),
 and nothing is written once the guard has fired: a diverged run keeps its
 last finite backup and checkpoints. The progress bar is `model.fit`'s own.
 
-Order matters at the end of an epoch: the backup is written before
-`SwapEMAWeights` puts the averaged weights into the model, so it holds the
-raw training state, while the checkpoints after it hold the averaged weights.
+Order matters at the end of an epoch. The backup's weights are written
+before `SwapEMAWeights` puts the averaged weights into the model, so they
+hold the raw training state, while the checkpoints after it hold the
+averaged weights. The epoch is committed (the record that makes a rerun
+resume after it) last, once its `metrics.csv` row and TensorBoard summaries
+are written: a kill at any instant before leaves the epoch to be redone, and
+every committed epoch is in the logs once (`AtomicCSVLogger` drops the rows
+of redone epochs; TensorBoard shows a redone epoch's point twice, with the
+same values). The backup is kept when `fit` ends (`delete_at_end=False`):
+the recipe discards it once its final results are saved.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import time
@@ -158,6 +167,11 @@ class AtomicCheckpoint(keras.callbacks.Callback):
             otherwise, as Keras's `ModelCheckpoint` decides).
         guard: A `DivergenceGuard`; nothing is saved once it has fired.
 
+    With `monitor`, each improvement is also recorded in a JSON file next to
+    `path` (`best.keras` -> `best.json`: the epoch and value of each); a
+    resumed run reads the records of the epochs before it, so that it keeps
+    the same best model as a run that was never interrupted.
+
     Example:
 
     ```python
@@ -170,6 +184,23 @@ class AtomicCheckpoint(keras.callbacks.Callback):
         self.path, self.monitor, self.guard = path, monitor, guard
         self._higher = monitor is not None and "acc" in monitor
         self._best = None
+        self._records = None
+        root, _ = os.path.splitext(path)
+        self.record_path = f"{root}.json" if monitor is not None else None
+
+    def on_epoch_begin(self, epoch, logs=None):
+        if self.monitor is None or self._records is not None:
+            return
+        self._records = {}
+        stored = _read_json(self.record_path)
+        if stored.get("monitor") != self.monitor:
+            return
+        # 1-based epochs done before this (resumed) run: the others are redone.
+        for key, value in (stored.get("improvements") or {}).items():
+            if str(key).isdigit() and int(key) <= epoch and value is not None:
+                self._records[str(int(key))] = float(value)
+        if self._records:
+            self._best = self._records[max(self._records, key=int)]
 
     def on_epoch_end(self, epoch, logs=None):
         if self.guard is not None and self.guard.diverged:
@@ -185,6 +216,14 @@ class AtomicCheckpoint(keras.callbacks.Callback):
                 return
             self._best = value
         atomic.save_model(self.model, self.path)
+        if self.monitor is not None:
+            if self._records is None:
+                self._records = {}
+            self._records[str(epoch + 1)] = value
+            atomic.write_json(
+                self.record_path,
+                {"monitor": self.monitor, "improvements": self._records},
+            )
 
 
 class AtomicCSVLogger(keras.callbacks.Callback):
@@ -265,15 +304,19 @@ def training_callbacks(
             `guard.diverged` after `model.fit`.
 
     Returns:
-        A list of callbacks for `model.fit`.
+        A list of callbacks for `model.fit`; the last one commits each
+        epoch's backup (put any callback of yours before it). The backup is
+        kept when `fit` ends: call `keras_vit.training.backup.discard` on
+        it once the run's final results are saved.
     """
     guard = guard or DivergenceGuard()
-    backup = backup_dir_of(workdir, chief, task)
-    callbacks = [
-        guard,
-        ReseedEachEpoch(),
-        CrashSafeBackup(backup, fingerprint=fingerprint, guard=guard),
-    ]
+    backup = CrashSafeBackup(
+        backup_dir_of(workdir, chief, task),
+        fingerprint=fingerprint,
+        guard=guard,
+        delete_at_end=False,
+    )
+    callbacks = [guard, ReseedEachEpoch(), backup]
     if ema:
         callbacks.append(keras.callbacks.SwapEMAWeights(swap_on_epoch=True))
     callbacks += [*metric_callbacks, StepsPerSecond()]
@@ -295,7 +338,16 @@ def training_callbacks(
         ]
         if training_monitor is not None:
             callbacks.append(training_monitor)
-    return callbacks
+    return [*callbacks, backup.commit_callback()]
+
+
+def _read_json(path: str) -> dict:
+    try:
+        with open(path, encoding="utf-8") as f:
+            value = json.load(f)
+    except (OSError, ValueError):
+        return {}
+    return value if isinstance(value, dict) else {}
 
 
 def _epoch_of(line: str) -> int:
