@@ -146,6 +146,8 @@ def build_model(config: TrainConfig, num_classes: int, say=print):
     from recipes.configs.base import TRAIN_VIT_FIELDS
     from recipes.configs.base import model_arguments
 
+    if config.architecture != "vit":
+        return _cnn(config, num_classes)
     model = keras_vit.ViT(
         config.variant,
         num_classes=num_classes,
@@ -170,6 +172,24 @@ def build_model(config: TrainConfig, num_classes: int, say=print):
             f"{trainable:,} of {model.count_params():,} parameters trainable."
         )
     return model
+
+
+def _cnn(config: TrainConfig, num_classes: int):
+    """The CNN of Park & Kim's comparison that `config.architecture` names."""
+    from keras_vit.models import cnn
+
+    build = {
+        "resnet": cnn.ResNet,
+        "preact_resnet": cnn.PreActResNet,
+        "alternet": cnn.AlterNet,
+    }[config.architecture]
+    return build(
+        config.variant,
+        num_classes=num_classes,
+        image_size=config.image_size,
+        channels=config.channels,
+        drop_path_rate=config.encoder.drop_path_rate,
+    )
 
 
 def _callbacks(config: TrainConfig, run_, train_ds, val_ds):
@@ -274,7 +294,7 @@ def _training_monitor(config: TrainConfig, workdir: str, train_ds, val_ds):
     images, labels = next(iter(train_ds.take(1)))
     probe = (images[:32], labels[:32])
     attention = None
-    if count:
+    if count and config.architecture == "vit":  # CNNs have no attention maps.
         source = val_ds if val_ds is not None else train_ds
         attention = next(iter(source.take(1)))[0][:count]
     return training.TrainingMonitor(
