@@ -191,6 +191,8 @@ def build_model(config: TrainConfig, num_classes: int, say=print):
     from recipes.configs.base import TRAIN_VIT_FIELDS
     from recipes.configs.base import model_arguments
 
+    if config.architecture != "vit":
+        return _cnn(config, num_classes)
     model = keras_vit.ViT(
         config.variant,
         num_classes=num_classes,
@@ -219,6 +221,24 @@ def build_model(config: TrainConfig, num_classes: int, say=print):
             f"{trainable:,} of {model.count_params():,} parameters trainable."
         )
     return model
+
+
+def _cnn(config: TrainConfig, num_classes: int):
+    """The CNN of Park & Kim's comparison that `config.architecture` names."""
+    from keras_vit.models import cnn
+
+    build = {
+        "resnet": cnn.ResNet,
+        "preact_resnet": cnn.PreActResNet,
+        "alternet": cnn.AlterNet,
+    }[config.architecture]
+    return build(
+        config.variant,
+        num_classes=num_classes,
+        image_size=config.image_size,
+        channels=config.channels,
+        drop_path_rate=config.encoder.drop_path_rate,
+    )
 
 
 def _callbacks(config: TrainConfig, run_, source, steps: int, val_ds, extra=()):
@@ -348,6 +368,8 @@ def _training_monitor(config: TrainConfig, workdir: str, source, steps: int, val
     if count and val_ds is not None:
         for images, _ in val_ds.take(1):
             attention = images[:count]
+    if config.architecture != "vit":  # CNNs have no attention maps.
+        attention = None
     return training.TrainingMonitor(
         os.path.join(workdir, "tensorboard"),
         probe_batch=probe,

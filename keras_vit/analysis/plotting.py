@@ -431,11 +431,12 @@ def plot_noise_robustness(result: dict) -> CaptionedFigure:
     return CaptionedFigure(figure, caption)
 
 
-def plot_loss_landscape(result: dict) -> CaptionedFigure:
+def plot_loss_landscape(result: dict, title: str | None = None) -> CaptionedFigure:
     """The loss landscape as a surface and as contours (Park & Kim, Fig. 1a).
 
     Args:
         result: From `keras_vit.analysis.loss_landscape`.
+        title: The model's name, put before the caption.
     """
     xs, ys = np.asarray(result["x"]), np.asarray(result["y"])
     loss = np.asarray(result["loss"], dtype="float64")
@@ -449,7 +450,8 @@ def plot_loss_landscape(result: dict) -> CaptionedFigure:
     decay = result.get("weight_decay", 0.0)
     term = f"NLL + {decay:.3g} · L2" if decay else "NLL"
     caption = (
-        "Loss landscape (Park & Kim 2022, Fig. 1a; Li et al. 2018): the "
+        (f"{title}. " if title else "")
+        + "Loss landscape (Park & Kim 2022, Fig. 1a; Li et al. 2018): the "
         f"training loss ({term}, L2 = sum of the weights' norms) on the "
         "augmented training set, with the weights moved along two random "
         "filter-normalised directions; relative to its minimum "

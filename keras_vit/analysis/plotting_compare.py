@@ -44,11 +44,26 @@ def plot_depth_comparison(results: dict, key: str = "delta") -> CaptionedFigure:
     """
     if key not in ("delta", "variance"):
         raise ValueError(f"`key` must be 'delta' or 'variance'. Received: {key!r}")
+    first = next(iter(results.values()))[0]
     what = (
-        "Δ log amplitude at π (log amplitude of the feature map's 2-D FFT at "
-        "the highest frequency relative to frequency 0; lower = smoother)"
+        "Δ log amplitude at the highest frequency (log amplitude of the "
+        "feature map's 2-D FFT relative to frequency 0, at the frequency "
+        + (
+            "π"
+            if first.get("frequency") == "nyquist"
+            else "(n/2 − 1)/n · 2π of Park & Kim's notebook"
+        )
+        + "; lower = smoother)"
         if key == "delta"
-        else "feature-map variance (per image, over positions and channels)"
+        else (
+            "feature-map variance ("
+            + (
+                "per image, over positions and channels"
+                if first.get("variance_definition") == "all_values"
+                else "per channel over positions, then averaged: Park & Kim's"
+            )
+            + "; log scale)"
+        )
     )
     caption = (
         f"{what} at each depth, mean over seeds (bars: min to max), depth "
@@ -103,12 +118,23 @@ def _kde(values: np.ndarray, grid: np.ndarray) -> np.ndarray:
     return np.exp(-0.5 * z**2).sum(axis=1) / (len(values) * width * np.sqrt(2 * np.pi))
 
 
-def plot_hessian_density(results: dict) -> CaptionedFigure:
+_HESSIAN_PROTOCOLS = {
+    "authors": "the authors' protocol: the training loss (label smoothing) "
+    "with the L2 term on augmented training batches",
+    "clean": "clean training images with hard labels and no L2 (the setting "
+    "the authors' README calls incorrect; for comparison)",
+}
+
+
+def plot_hessian_density(results: dict, protocol: str = "authors") -> CaptionedFigure:
     """Density of the top Hessian eigenvalues over batches (Fig. 1c / 4).
 
     Args:
         results: `{name: [(batches, top_k) eigenvalues per seed]}`.
+        protocol: `"authors"` or `"clean"`, for the caption.
     """
+    if protocol not in _HESSIAN_PROTOCOLS:
+        raise ValueError(f"`protocol` must be one of {sorted(_HESSIAN_PROTOCOLS)}.")
     pooled = {
         name: np.concatenate([np.ravel(r) for r in runs])
         for name, runs in results.items()
@@ -119,10 +145,11 @@ def plot_hessian_density(results: dict) -> CaptionedFigure:
     grid = np.linspace(low - margin, high + margin, 400)
     caption = (
         "Hessian max-eigenvalue spectrum (Park & Kim 2022, Fig. 1c/4): the "
-        "largest-magnitude eigenvalues of the training loss's Hessian on "
-        "separate mini-batches, pooled over seeds, as a kernel density (ticks: "
-        "the values). Park & Kim find ViT's near zero, ResNet's large and "
-        "positive; negative values mean non-convexity. "
+        "largest-magnitude eigenvalues of the loss's Hessian on separate "
+        f"mini-batches, {_HESSIAN_PROTOCOLS[protocol]}, pooled over seeds, as "
+        "a kernel density (ticks: the values). Park & Kim find ViT's near "
+        "zero, ResNet's large and positive; negative values mean "
+        "non-convexity. "
         + "; ".join(
             f"{name}: median {np.median(values):.3g}" for name, values in pooled.items()
         )
@@ -140,21 +167,36 @@ def plot_hessian_density(results: dict) -> CaptionedFigure:
 
 
 def plot_noise_comparison(results: dict) -> CaptionedFigure:
-    """Accuracy drop against the noise frequency band, per model (Fig. 3).
+    """Accuracy drop against the noise frequency, per model (Fig. 2b).
 
     Args:
-        results: `{name: [noise_robustness result per seed]}`.
+        results: `{name: [noise_robustness result per seed]}`, all of one
+            protocol.
     """
     first = next(iter(results.values()))[0]
-    bands = np.asarray(first["bands"])
-    centres = bands.mean(axis=1)
-    caption = (
-        "Robustness to frequency-band noise (Park & Kim 2022, Fig. 3): accuracy "
-        f"drop when Gaussian noise of L2 norm {first['norm']:.3g} per image, "
-        "restricted to a band of radial frequencies, is added; mean over seeds "
-        "(bars: min to max). Park & Kim find ViTs hurt by low-frequency noise "
-        "and robust to high-frequency noise, ResNets the other way round."
-    )
+    authors = first.get("protocol", "equal_energy") == "authors"
+    if authors:
+        centres = np.asarray(first["frequencies"]) / np.pi
+        rms = np.asarray(first["noise_rms"])
+        caption = (
+            "Robustness to frequency-band noise (Park & Kim 2022, Fig. 2b), "
+            f"the authors' protocol: sign noise ±{first['epsilon']:.3g} per "
+            f"value in a square annulus of half-width {first['width']:.2g} rad "
+            "around each frequency, not renormalised (its RMS grows from "
+            f"{rms[0]:.3g} at 0 to {rms[-1]:.3g} at π); accuracy drop, mean over "
+            "seeds (bars: min to max). Park & Kim find ViTs hurt by "
+            "low-frequency noise and robust to high-frequency noise, ResNets "
+            "the other way round."
+        )
+    else:
+        centres = np.asarray(first["bands"]).mean(axis=1)
+        caption = (
+            "Robustness to frequency-band noise, the equal-energy variant: "
+            f"Gaussian noise of L2 norm {first['norm']:.3g} per image, "
+            "restricted to a band of radial frequencies; accuracy drop, mean "
+            "over seeds (bars: min to max). Park & Kim (Fig. 2b) find ViTs "
+            "hurt by low-frequency noise, ResNets by high-frequency noise."
+        )
     figure = _new_figure(6.0, 3.2, caption)
     ax = figure.subplots()
     for colour, (name, runs) in enumerate(results.items()):

@@ -84,6 +84,9 @@ TRAIN_VIT_FIELDS = (
 )
 
 
+# What `TrainConfig.architecture` may name.
+ARCHITECTURES = ("vit", "resnet", "preact_resnet", "alternet")
+
 # What `lora_targets` may name (keras_vit.finetune.enable_lora's targets).
 LORA_TARGETS = ("qkv", "query", "key", "value", "out", "mlp")
 
@@ -252,6 +255,10 @@ class TrainConfig(RunConfig):
     label_smoothing: float = 0.0
 
     # -- model -------------------------------------------------------------
+    # "vit", or a network of Park & Kim's comparison: "resnet" (their
+    # post-activation ResNet), "preact_resnet" or "alternet"; `variant` then
+    # names its row (e.g. "mini", "18", "50"; keras_vit.models.cnn).
+    architecture: str = "vit"
     representation_size: int | None = None  # Pre-training tanh "pre-logits" width.
     patch_size: int | None = None  # Overrides the variant's (weights resampled).
     dynamic_image_size: bool = False  # Accept any image size at run time.
@@ -278,6 +285,14 @@ class TrainConfig(RunConfig):
 
     def _checks(self):
         yield from super()._checks()
+        yield "architecture", _choice(self.architecture, ARCHITECTURES)
+        if self.architecture != "vit":
+            yield "variant", _cnn_row(self.architecture, self.variant)
+            yield (
+                "architecture",
+                not (self.init_from or self.lora_rank or self.layer_decay)
+                or "init_from, lora_rank and layer_decay are for ViTs",
+            )
         yield "eval_batch_size", _positive_or_none(self.eval_batch_size)
         yield (
             "eval_crop_fraction",
@@ -358,6 +373,70 @@ class PretrainConfig(RunConfig):
             "fewshot_test_examples",
             self.fewshot_test_examples >= 1 or "must be positive",
         )
+
+
+@dataclasses.dataclass(frozen=True)
+class CompareConfig(TrainConfig):
+    """Park & Kim's comparison (`recipes.compare`): several networks trained
+    with one recipe over several seeds, then every analysis of the paper with
+    the authors' protocols, and a verdict on each claim.
+
+    Every `TrainConfig` field is the training recipe of each run; `variant`
+    and `encoder` are the ViT's, `cnn_variant` the row of the CNNs.
+    """
+
+    # -- the runs ----------------------------------------------------------
+    name: str = "compare"
+    # Among "vit", "resnet" (post-activation, the paper's CNN), "preact_resnet"
+    # and "alternet" (its partner); or the authors' own trained CIFAR-100
+    # models, "authors_vit_ti" and "authors_resnet_50" (no training).
+    models: tuple[str, ...] = ("vit", "resnet", "preact_resnet", "alternet")
+    seeds: int = 5  # Runs per model, seeds 0 .. seeds - 1.
+    cnn_variant: str = "mini"  # The CNNs' row (keras_vit.models.cnn).
+    # The authors' files for "authors_*" models: a path, or "cifar100" to
+    # download their published file into the Keras cache once.
+    authors_vit_ti: str = "cifar100"
+    authors_resnet_50: str = "cifar100"
+
+    # -- the analyses (keras_vit.analysis.parkkim.PanelSettings) -----------
+    analysis_images: int = 512  # Test images of the Fourier, variance, noise.
+    hessian_batches: int = 2  # Augmented training batches per run; 0 = all.
+    hessian_batch_size: int = 32
+    hessian_top_k: int = 5  # The authors' top-5 per batch.
+    hessian_iterations: int = 20  # Power iterations per eigenvalue, at most.
+    hessian_l2: str = "norm"  # The authors' ops/norm.py; or "squared".
+    clean_hessian: bool = True  # Also the clean-data, no-L2 column.
+    noise_epsilon: float | None = None  # Sign noise; None: 0.31 ([-1, 1] input),
+    # 0.7 for the authors' models (their normalised input), as their issue #44.
+    noise_frequencies: int = 11  # Annulus centres from 0 to pi.
+    equal_energy_noise: bool = False  # Also the previous equal-energy noise.
+    landscape_points: int = 11  # Loss-landscape grid points per axis; 0 = none.
+    landscape_batches: int = 2  # Augmented batches per grid point.
+    landscape_seeds: int = 1  # Seeds whose landscape is drawn.
+
+    def _checks(self):
+        yield from super()._checks()
+        known = (*ARCHITECTURES[1:], "vit", *AUTHORS_MODELS)
+        yield (
+            "models",
+            (bool(self.models) and set(self.models) <= set(known)
+             and len(set(self.models)) == len(self.models))
+            or f"must be distinct names among {', '.join(known)}",
+        )  # fmt: skip
+        yield "seeds", self.seeds >= 1 or "must be at least 1"
+        yield "cnn_variant", _cnn_row("alternet", self.cnn_variant)
+        for name in ("analysis_images", "hessian_batch_size", "hessian_top_k",
+                     "hessian_iterations", "noise_frequencies",
+                     "landscape_batches"):  # fmt: skip
+            yield name, getattr(self, name) >= 1 or "must be positive"
+        for name in ("hessian_batches", "landscape_points", "landscape_seeds"):
+            yield name, getattr(self, name) >= 0 or "must be >= 0"
+        yield "hessian_l2", _choice(self.hessian_l2, ("norm", "squared"))
+        yield "noise_epsilon", _positive_or_none(self.noise_epsilon)
+
+
+# The authors' published CIFAR-100 models `recipes.compare` can analyse.
+AUTHORS_MODELS = ("authors_vit_ti", "authors_resnet_50")
 
 
 def model_arguments(config: RunConfig, names=VIT_FIELDS) -> dict:
@@ -523,7 +602,7 @@ def load_config(name_or_path: str, kind: type = None) -> RunConfig:
             )
         module = importlib.import_module(f"recipes.configs.{name_or_path}")
     config = module.get_config()
-    if not isinstance(config, kind):
+    if not _is_kind(config, kind):
         raise ConfigError(
             f"config {name_or_path!r} gives a {type(config).__name__}, "
             f"not a {kind.__name__}"
@@ -546,10 +625,28 @@ def shipped_configs(kind: type = None) -> list[str]:
     return [
         name
         for name in names
-        if isinstance(
+        if _is_kind(
             importlib.import_module(f"recipes.configs.{name}").get_config(), kind
         )
     ]
+
+
+def _is_kind(config, kind) -> bool:
+    """`config` is of the recipe's own class (any config for `RunConfig`):
+    `recipes.train` does not take a `CompareConfig`, though it extends
+    `TrainConfig`."""
+    return isinstance(config, kind) if kind is RunConfig else type(config) is kind
+
+
+def _cnn_row(architecture: str, variant: str):
+    from keras_vit.models.cnn import variants
+
+    table = {
+        "resnet": variants.RESNETS,
+        "preact_resnet": variants.PREACT_RESNETS,
+        "alternet": variants.ALTERNETS,
+    }[architecture]
+    return variant in table or f"must be a row of {architecture}: {', '.join(table)}"
 
 
 def _positive_or_none(value):

@@ -1,0 +1,60 @@
+"""Park & Kim's own trained CIFAR-100 models under their analyses.
+
+Command (needs CIFAR-100 in a TFDS data directory, and the authors' two
+files: downloaded into the Keras cache on the first run, or given as paths):
+    python -m recipes.compare --config compare_authors --set data_dir=~/tfds
+    python -m recipes.compare --config compare_authors \
+        --set authors_vit_ti=vit_ti_cifar100_9857b21357.pth.tar \
+        --set authors_resnet_50=resnet_50_cifar100_691cc9a9e4.pth.tar
+
+Data: CIFAR-100 (`tensorflow_datasets`' `cifar100`), 32 px, normalised as
+the authors' pipeline (keras_vit.models.parkkim.preprocess).
+
+Hardware: any; the Hessian of the full-size models is the slow part (a few
+minutes a batch on 2 CPU cores); `--set hessian_batches=0` takes every
+batch of the training set, as the authors (hours on a CPU).
+
+Expected results: the authors publish the loss landscapes of these two
+models (resources/results/cifar100_*_losslandscape.csv in their
+repository); at the trained weights their files give NLL 2.49 and
+accuracy 65.8% for ViT-Ti, NLL 2.19 and 72.4% for ResNet-50, on their
+augmented training set. docs/analysis.md lists the numbers to compare.
+
+Recipe: no training. The analyses use the authors' training augmentation
+for the Hessian and the landscape (RandAugment 2 ops at magnitude 9,
+MixUp 1.0 / CutMix 0.8, label smoothing 0.1, weight decay 0.05;
+configs/cifar100_vit.yaml), except the crop: keras_vit's Inception crop of
+77-100% of the area stands in for their 4-pixel padded crop.
+"""
+
+from __future__ import annotations
+
+from recipes.configs.base import CompareConfig
+
+
+def get_config() -> CompareConfig:
+    return CompareConfig(
+        name="compare_authors",
+        dataset="cifar100",
+        train_split="train",
+        val_split=None,
+        test_split="test",
+        image_size=32,
+        crop_area_range=(0.77, 1.0),
+        random_flip=True,
+        randaugment_ops=2,
+        randaugment_magnitude=0.9,
+        mixup_alpha=1.0,
+        cutmix_factor=0.8,
+        label_smoothing=0.1,
+        weight_decay=0.05,
+        models=("authors_vit_ti", "authors_resnet_50"),
+        seeds=1,
+        analysis_images=1024,
+        hessian_batches=4,
+        hessian_batch_size=96,
+        landscape_points=21,
+        landscape_batches=16,
+        mixed_precision=False,
+        verbose=2,
+    )
