@@ -56,6 +56,7 @@ from recipes.configs.base import RUN_ONLY_FIELDS
 from recipes.configs.base import ConfigError
 from recipes.configs.base import RunConfig
 from recipes.configs.base import fingerprint
+from recipes.configs.base import flat_fields
 
 try:
     import fcntl
@@ -379,8 +380,9 @@ def resume_or_start(
 
 
 def _detail(stored: dict, config: RunConfig, changed: list[str]) -> str:
+    current = flat_fields(config)
     return ", ".join(
-        f"{key} {stored.get(key, '<absent>')!r} -> {getattr(config, key, '<absent>')!r}"
+        f"{key} {stored.get(key, '<absent>')!r} -> {current.get(key, '<absent>')!r}"
         for key in changed
     )
 
@@ -393,7 +395,9 @@ def _refuse_finished(config: RunConfig, run: Setup) -> None:
     # Results are written before the backup goes: a kill in between leaves it.
     discard(run.backup_dir)
     previous = _read_json(os.path.join(run.workdir, "config.json"))
-    stored = {k: v for k, v in previous.items() if k not in RUN_ONLY_FIELDS}
+    stored = {
+        k: v for k, v in flat_fields(previous).items() if k not in RUN_ONLY_FIELDS
+    }
     changed = differences(stored, fingerprint(config)) if previous else []
     if changed:
         raise ConfigError(

@@ -96,27 +96,39 @@ def run(
     """
     import keras
 
+    from recipes import common
+
     started = time.time()
     out = config.resolved_workdir()
-    data = _data(config)
-    panels = {}
-    for name in config.models:
-        seeds = 1 if name in AUTHORS_MODELS else config.seeds
-        for seed in range(seeds):
-            tag = f"{name}_seed{seed}"
-            path = os.path.join(out, "panels", f"{tag}.json")
-            key = _panel_key(config, name, seed, out)
-            panel = _cached(path, key)
-            if panel is None:
-                _say(config, f"== {TITLES[name]}, seed {seed}")
-                model, trained = _model(config, name, seed, out, fresh, allow_changes)
-                panel = _panel(config, name, seed, model, trained, data, out)
-                _write_json(path, {"key": key, "panel": panel})
+    lock = common.WorkdirLock.acquire(out)  # A second live comparison: refused.
+    try:
+        data = _data(config)
+        panels = {}
+        for name in config.models:
+            seeds = 1 if name in AUTHORS_MODELS else config.seeds
+            for seed in range(seeds):
+                panels.setdefault(name, []).append(
+                    _run_one(config, name, seed, data, out, fresh, allow_changes)
+                )
                 keras.utils.clear_session()  # Twenty models in one process.
-            else:
-                _say(config, f"== {TITLES[name]}, seed {seed}: reusing {path}")
-            panels.setdefault(name, []).append(panel)
-    return _summarise(config, panels, out, time.time() - started)
+        return _summarise(config, panels, out, time.time() - started)
+    finally:
+        lock.release()
+
+
+def _run_one(config, name, seed, data, out, fresh, allow_changes) -> dict:
+    """One model's panel: kept from an earlier call, or trained and analysed."""
+    path = os.path.join(out, "panels", f"{name}_seed{seed}.json")
+    panel = None if fresh else _cached(path, _panel_key(config, name, seed, out))
+    if panel is not None:
+        _say(config, f"== {TITLES[name]}, seed {seed}: reusing {path}")
+        return panel
+    _say(config, f"== {TITLES[name]}, seed {seed}")
+    model, trained = _model(config, name, seed, out, fresh, allow_changes)
+    panel = _panel(config, name, seed, model, trained, data, out)
+    # Keyed on the run as it is now (trained, or found finished).
+    _write_json(path, {"key": _panel_key(config, name, seed, out), "panel": panel})
+    return panel
 
 
 # -- data ----------------------------------------------------------------------

@@ -754,7 +754,7 @@ def test_landscape_csv_has_the_authors_columns_and_png(tmp_path, vit):
 
 
 def test_landscape_files_are_whole_or_absent(tmp_path, monkeypatch):
-    from keras_vit.training import atomic
+    from keras_vit import atomic
 
     model = _dense_model(seed=6)
     x = np.random.default_rng(0).normal(size=(4, 6)).astype("float32")

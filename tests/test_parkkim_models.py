@@ -34,7 +34,6 @@ from keras_vit.models.variants import custom_spec
 from keras_vit.weights import CheckpointError
 from keras_vit.weights import WeightsNotFoundError
 from keras_vit.weights import checks
-from keras_vit.weights import npz
 from keras_vit.weights import to_original_layout
 from keras_vit.weights import torch_resnet
 from keras_vit.weights.formats import pth as torch_file
@@ -569,7 +568,7 @@ def test_full_size_vit_ti_has_the_authors_keys_and_shapes():
             k: np.zeros(shape, np.float32)
             for k, shape in reference["state_dict"].items()
         }
-        params = npz.normalize(to_original_layout(state, 3))
+        params = to_original_layout(state, 3)
         plan = checks.plan_load(model, params)  # raises on any misfit
     assert plan.notes == []
     assert model.name == "vit_ti_cifar100" and model.output_shape == (None, 100)

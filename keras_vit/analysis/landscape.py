@@ -524,7 +524,7 @@ def write_landscape_csv(result: dict, path: str, header: bool = False) -> str:
     Returns:
         `path`.
     """
-    from keras_vit.training import atomic
+    from keras_vit import atomic
 
     rows = np.asarray(result["rows"], dtype="float64")
     if rows.ndim != 2 or rows.shape[1] != len(COLUMNS):

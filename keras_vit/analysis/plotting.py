@@ -93,7 +93,7 @@ def save_figure(result: CaptionedFigure, path: str, dpi: int = 100) -> str:
     Returns:
         `path`.
     """
-    from keras_vit.training import atomic
+    from keras_vit import atomic
 
     def write(partial):
         result.figure.savefig(

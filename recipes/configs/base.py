@@ -448,11 +448,14 @@ def model_arguments(config: RunConfig, names=VIT_FIELDS) -> dict:
     }
 
 
-def flat_fields(config: RunConfig) -> dict:
+def flat_fields(config: RunConfig | dict) -> dict:
     """`{field: value}` with the encoder options as fields of their own
-    (`qk_norm`, `pooling`, ...), the names the command line uses."""
-    fields = dataclasses.asdict(config)
-    encoder = fields.pop("encoder")
+    (`qk_norm`, `pooling`, ...), the names the command line uses.
+
+    Takes a config, or the dict `config.json` holds (`dataclasses.asdict`).
+    """
+    fields = dict(config) if isinstance(config, dict) else dataclasses.asdict(config)
+    encoder = fields.pop("encoder", None) or {}
     return {**fields, **encoder}
 
 
