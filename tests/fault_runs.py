@@ -218,11 +218,11 @@ def pretrain_argv(workdir, *extra) -> list[str]:
 _SCRIPT = """
 import sys
 sys.path.insert(0, {here!r})
-from recipes import cli
+from keras_vit.recipes import cli
 cli.quiet_tensorflow()  # Before the fault's target imports TensorFlow.
 import fault_runs
 fault_runs.install_from_environment()
-from recipes import {recipe}
+from keras_vit.recipes import {recipe}
 {recipe}.main(sys.argv[1:])
 """
 

@@ -521,7 +521,7 @@ CAPTIONS = {
 def test_analyze_command_writes_every_figure(tmp_path, model, params):
     from PIL import Image
 
-    from recipes import analyze
+    from keras_vit.recipes import analyze
 
     path = str(tmp_path / "model.keras")
     model.save(path)
@@ -557,7 +557,7 @@ def test_analyze_command_writes_every_figure(tmp_path, model, params):
 
 
 def test_analyze_command_checks_its_arguments(tmp_path, model):
-    from recipes import analyze
+    from keras_vit.recipes import analyze
 
     path = str(tmp_path / "model.keras")
     model.save(path)
@@ -605,7 +605,7 @@ def test_analyze_command_checks_its_arguments(tmp_path, model):
 
 
 def test_analyze_reads_the_embedded_digits():
-    from recipes import analyze
+    from keras_vit.recipes import analyze
 
     images, labels = analyze.load_images("digits", (16, 24), 3)
     assert images.shape == (360, 16, 24, 3) and labels.shape == (360,)
@@ -614,8 +614,8 @@ def test_analyze_reads_the_embedded_digits():
 
 
 def test_analyze_builds_a_variant_with_weights(tmp_path):
-    from recipes import analyze
-    from recipes import cli
+    from keras_vit.recipes import analyze
+    from keras_vit.recipes import cli
 
     square = reference.make_vit_checkpoint(
         hidden_dim=32, depth=2, mlp_dim=64, num_heads=2, patch_size=PATCH,

@@ -22,8 +22,8 @@ import pytest
 import reference
 
 import keras_vit
-from recipes import cli
-from recipes.configs import base
+from keras_vit.recipes import cli
+from keras_vit.recipes.configs import base
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 COMMANDS = (
@@ -145,7 +145,7 @@ def test_class_names_that_do_not_fit_the_head_are_refused(tmp_path):
 
 
 def test_convert_refuses_to_overwrite_and_errors_in_one_line(tmp_path, capsys):
-    from recipes import convert
+    from keras_vit.recipes import convert
 
     params = reference.make_vit_checkpoint(
         hidden_dim=32, depth=2, mlp_dim=64, num_heads=2, patch_size=8,
@@ -177,8 +177,8 @@ def test_convert_refuses_to_overwrite_and_errors_in_one_line(tmp_path, capsys):
 
 
 def test_num_classes_zero_is_headless_in_every_command():
-    from recipes import analyze
-    from recipes import export
+    from keras_vit.recipes import analyze
+    from keras_vit.recipes import export
 
     headless = cli.load_model(variant="test/4", num_classes=0, image_size=16)
     assert "head" not in [layer.name for layer in headless.layers]
@@ -196,7 +196,7 @@ def test_num_classes_zero_is_headless_in_every_command():
 def test_analyze_gives_every_option_a_help_text():
     import argparse
 
-    from recipes import analyze
+    from keras_vit.recipes import analyze
 
     parser = analyze.build_parser()
     bare = [
@@ -278,10 +278,10 @@ def test_analyze_answers_bad_files_in_one_line(tmp_path):
 
 
 def test_every_command_reads_image_sizes_the_same_way():
-    from recipes import analyze
-    from recipes import convert
-    from recipes import export
-    from recipes import fewshot
+    from keras_vit.recipes import analyze
+    from keras_vit.recipes import convert
+    from keras_vit.recipes import export
+    from keras_vit.recipes import fewshot
 
     for text, size in (("16", (16, 16)), ("16,24", (16, 24)), ("16x24", (16, 24))):
         assert cli.parse_image_size(text) == size
@@ -380,7 +380,7 @@ def test_both_recipes_speak_one_config_language():
         "masked_digits",
     ]
     for name in base.shipped_configs(base.PretrainConfig):
-        module = __import__(f"recipes.configs.{name}", fromlist=["get_config"])
+        module = __import__(f"keras_vit.recipes.configs.{name}", fromlist=["get_config"])
         assert f"--config {name}" in module.__doc__ and "Hardware" in module.__doc__
     with pytest.raises(base.ConfigError, match="drop_path_rate=1.5"):
         base.override(digits, ["drop_path_rate=1.5"])

@@ -85,7 +85,7 @@ def test_claims_count_seeds_and_name_what_they_cannot_test():
 
 # -- the command ----------------------------------------------------------------
 def _run_quick(workdir, *extra):
-    from recipes import compare
+    from keras_vit.recipes import compare
 
     argv = ["--config", "compare_quick", "--set", f"workdir={workdir}"]
     for item in extra:
@@ -195,7 +195,7 @@ def test_bad_settings_exit_2_with_one_line(item, message, capsys, tmp_path):
 def test_help_is_fast_and_imports_no_framework():
     code = (
         "import sys, contextlib, io\n"
-        "from recipes import compare\n"
+        "from keras_vit.recipes import compare\n"
         "with contextlib.redirect_stdout(io.StringIO()) as out:\n"
         "    try:\n"
         "        compare.main(['--help'])\n"

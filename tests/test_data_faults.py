@@ -271,7 +271,7 @@ def test_a_split_without_some_classes_keeps_the_training_labels(tmp_path, caplog
 
 
 def test_few_shot_pools_label_by_the_training_classes(tmp_path):
-    from recipes import fewshot
+    from keras_vit.recipes import fewshot
 
     _fruit_split(tmp_path / "train", ("apple", "banana", "cherry"), per_class=3)
     _fruit_split(tmp_path / "test", ("banana", "cherry"), shade=200)
@@ -513,7 +513,7 @@ def test_tfds_unknown_name_is_one_line():
 _TRAIN_OFFLINE = """
 import contextlib, io, json, sys
 from keras_vit.data import datasets
-from recipes import train
+from keras_vit.recipes import train
 
 datasets.check_download = lambda *args, **kwargs: False
 for line in sys.stdin:

@@ -83,8 +83,8 @@ cpu = tf.config.list_physical_devices("CPU")[0]
 tf.config.set_logical_device_configuration(
     cpu, [tf.config.LogicalDeviceConfiguration()] * 2
 )
-from recipes import train
-from recipes.configs import base
+from keras_vit.recipes import train
+from keras_vit.recipes.configs import base
 
 out = {}
 for strategy in ("default", "mirrored"):

@@ -33,7 +33,7 @@ from doc_blocks import Block
 from doc_blocks import DocCollectionError
 from doc_blocks import parse_blocks
 
-sys.path.insert(0, doc_blocks.REPO)  # `from recipes import train` in a block
+sys.path.insert(0, doc_blocks.REPO)  # `from keras_vit.recipes import train` in a block
 os.environ.setdefault("MPLBACKEND", "Agg")
 
 # KERAS_VIT_DOCS_ROOT runs the blocks of another checkout's pages (a scratch

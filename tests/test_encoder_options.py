@@ -157,8 +157,8 @@ FAMILY_OPTIONS = [
 def test_masked_pretraining_with_every_family_option_fine_tunes_from_its_encoder(
     tmp_path,
 ):
-    from recipes import pretrain_masked
-    from recipes import train
+    from keras_vit.recipes import pretrain_masked
+    from keras_vit.recipes import train
 
     sets = [
         "variant=test/4", "epochs=1", "steps_per_epoch=2", "global_batch_size=16",

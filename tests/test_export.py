@@ -557,7 +557,7 @@ def test_eval_resize_plain_and_central_crop():
 
 
 def test_export_recipe_writes_versioned_layout(model, tmp_path, capsys):
-    from recipes import export as recipe
+    from keras_vit.recipes import export as recipe
 
     model_file = tmp_path / "vit.keras"
     model.save(model_file)

@@ -579,10 +579,10 @@ def test_remat_trains_the_same_in_a_compiled_step_and_refuses_dropout():
 
 
 def test_recipe_fields_are_checked_and_applied():
-    from recipes.configs.base import ConfigError
-    from recipes.configs.base import TrainConfig
-    from recipes.configs.base import override
-    from recipes.train import build_model
+    from keras_vit.recipes.configs.base import ConfigError
+    from keras_vit.recipes.configs.base import TrainConfig
+    from keras_vit.recipes.configs.base import override
+    from keras_vit.recipes.train import build_model
 
     config = override(
         TrainConfig(variant="test/4", image_size=SIZE),

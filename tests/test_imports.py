@@ -38,7 +38,7 @@ def _python(code: str, **env) -> subprocess.CompletedProcess:
         "from keras_vit.training import hardware; hardware.vector_isa()",
         "import keras_vit.models, keras_vit.training, keras_vit.export",
         "import keras_vit.weights, keras_vit.analysis, keras_vit.data",
-        "from recipes.configs.base import load_config; load_config('digits')",
+        "from keras_vit.recipes.configs.base import load_config; load_config('digits')",
     ],
 )
 def test_these_imports_load_no_framework(statement):

@@ -13,8 +13,8 @@ import pytest
 
 import keras_vit
 from keras_vit import training
-from recipes import train
-from recipes.configs import base
+from keras_vit.recipes import train
+from keras_vit.recipes.configs import base
 
 # Shrinks any shipped config to a few steps of a tiny model.
 TINY = [
@@ -87,7 +87,7 @@ def test_shipped_configs_document_how_to_run_them():
     } <= set(names)
     for name in names:
         config = base.load_config(name)
-        module = __import__(f"recipes.configs.{name}", fromlist=["get_config"])
+        module = __import__(f"keras_vit.recipes.configs.{name}", fromlist=["get_config"])
         doc = module.__doc__
         assert f"--config {name}" in doc, name
         assert "Hardware" in doc and "accuracy" in doc.lower(), name
@@ -341,8 +341,8 @@ def test_the_averaged_weights_are_what_evaluation_and_the_final_model_use():
 
 
 def test_masked_patch_pretraining_and_fewshot_recipes_run(tmp_path):
-    from recipes import fewshot as fewshot_recipe
-    from recipes import pretrain_masked
+    from keras_vit.recipes import fewshot as fewshot_recipe
+    from keras_vit.recipes import pretrain_masked
 
     result = pretrain_masked.main(
         [

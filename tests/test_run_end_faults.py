@@ -33,8 +33,8 @@ import numpy as np
 import pytest
 from fault_runs import Fault
 
-from recipes import pretrain_masked
-from recipes import train
+from keras_vit.recipes import pretrain_masked
+from keras_vit.recipes import train
 
 
 @dataclasses.dataclass
@@ -123,7 +123,7 @@ AFTER_TRAINING = {
     ),
     # Every epoch is done: fit is ending (its callbacks' on_train_end).
     "fit-ending": Fault("keras.callbacks:TensorBoard.on_train_end", "before"),
-    "fit-returned": Fault("recipes.common:fit", "after"),
+    "fit-returned": Fault("keras_vit.recipes.common:fit", "after"),
     "test-evaluation": Fault("keras:Model.evaluate", "before"),
     "final.keras-saved": Fault(
         "keras_vit.atomic:save_model", "after", match="final.keras"
@@ -571,7 +571,7 @@ def test_init_from_a_missing_file_is_one_line_before_anything_is_written(
     assert "checkpoint file" in lines[0]
     assert not workdir.exists()
 
-    from recipes.configs import base
+    from keras_vit.recipes.configs import base
 
     config = base.override(
         base.load_config("digits"), [*fr.TRAIN, f"init_from='{path}'"]
@@ -632,7 +632,7 @@ def test_pretraining_stopped_while_saving_is_finished_by_the_same_command(
 def test_the_fault_harness_fires_once_at_the_named_call(tmp_path):
     """The injection itself: the nth matching call, a real signal, undone."""
     from keras_vit import atomic
-    from recipes import cli
+    from keras_vit.recipes import cli
 
     original, handler = atomic.write_text, signal.getsignal(signal.SIGTERM)
     fault = Fault("keras_vit.atomic:write_text", "after", nth=2, match="b.txt")

@@ -20,8 +20,8 @@ import keras
 import numpy as np
 import pytest
 
-from recipes import train
-from recipes.configs import base
+from keras_vit.recipes import train
+from keras_vit.recipes.configs import base
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # Three epochs of two steps of a tiny model; dropout and stochastic depth on,
@@ -125,7 +125,7 @@ def torn_save_weights(self, filepath, *args, **kwargs):
         os.kill(os.getpid(), signal.SIGKILL)
 
 keras.Model.save_weights = torn_save_weights
-from recipes import train
+from keras_vit.recipes import train
 
 train.main(sys.argv[1:])
 """
@@ -204,7 +204,7 @@ class _PoisonWeights(keras.callbacks.Callback):
 
 
 def test_a_run_resumes_from_the_last_finite_backup_after_a_nan(tmp_path, uninterrupted):
-    from recipes.common import RunDiverged
+    from keras_vit.recipes.common import RunDiverged
 
     config = _config(tmp_path)
     with pytest.raises(RunDiverged, match="diverged at epoch 2, step 2"):

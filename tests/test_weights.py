@@ -26,7 +26,7 @@ from keras_vit.weights import VariantMismatchError
 from keras_vit.weights import WeightsNotFoundError
 from keras_vit.weights import load_weights
 from keras_vit.weights import registry
-from recipes import convert
+from keras_vit.recipes import convert
 
 TINY = dict(hidden_dim=32, depth=2, mlp_dim=64, num_heads=2)
 TI16 = dict(hidden_dim=192, depth=12, mlp_dim=768, num_heads=3, patch_size=16)

@@ -1,5 +1,1 @@
-"""Shipped training configs: `python -m recipes.train --config <name>`.
-
-Each module defines `get_config() -> TrainConfig` (see `base.py`); its
-docstring gives the command, the hardware, the expected accuracy and time.
-"""
+"""Moved to `keras_vit.recipes.configs` (this name warns and will go)."""

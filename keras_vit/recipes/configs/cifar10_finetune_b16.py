@@ -26,7 +26,7 @@ sweeps the learning rate (its Table 4); 0.03 is a good first value.
 
 from __future__ import annotations
 
-from recipes.configs.base import TrainConfig
+from keras_vit.recipes.configs.base import TrainConfig
 
 
 def get_config() -> TrainConfig:

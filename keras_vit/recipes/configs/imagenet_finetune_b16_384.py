@@ -27,8 +27,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from recipes.configs import cifar10_finetune_b16
-from recipes.configs.base import TrainConfig
+from keras_vit.recipes.configs import cifar10_finetune_b16
+from keras_vit.recipes.configs.base import TrainConfig
 
 
 def get_config() -> TrainConfig:

@@ -14,7 +14,7 @@ of the default comparison on a few images with few iterations.
 from __future__ import annotations
 
 from keras_vit.models.options import EncoderOptions
-from recipes.configs.base import CompareConfig
+from keras_vit.recipes.configs.base import CompareConfig
 
 
 def get_config() -> CompareConfig:

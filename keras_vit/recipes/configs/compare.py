@@ -25,7 +25,7 @@ protocol (keras_vit.analysis.parkkim).
 from __future__ import annotations
 
 from keras_vit.models.options import EncoderOptions
-from recipes.configs.base import CompareConfig
+from keras_vit.recipes.configs.base import CompareConfig
 
 
 def get_config() -> CompareConfig:

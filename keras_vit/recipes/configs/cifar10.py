@@ -23,7 +23,7 @@ picks `checkpoints/best.keras`, the test set is evaluated once at the end.
 from __future__ import annotations
 
 from keras_vit.models.options import EncoderOptions
-from recipes.configs.base import TrainConfig
+from keras_vit.recipes.configs.base import TrainConfig
 
 
 def get_config() -> TrainConfig:

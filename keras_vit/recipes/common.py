@@ -47,16 +47,16 @@ import tensorflow as tf
 from keras_vit import atomic
 from keras_vit import data
 from keras_vit import training
+from keras_vit.recipes.configs.base import RUN_ONLY_FIELDS
+from keras_vit.recipes.configs.base import ConfigError
+from keras_vit.recipes.configs.base import RunConfig
+from keras_vit.recipes.configs.base import fingerprint
+from keras_vit.recipes.configs.base import flat_fields
 from keras_vit.training.backup import backup_dir_of
 from keras_vit.training.backup import differences
 from keras_vit.training.backup import discard
 from keras_vit.training.backup import latest_backup
 from keras_vit.training.backup import restore
-from recipes.configs.base import RUN_ONLY_FIELDS
-from recipes.configs.base import ConfigError
-from recipes.configs.base import RunConfig
-from recipes.configs.base import fingerprint
-from recipes.configs.base import flat_fields
 
 try:
     import fcntl
@@ -785,7 +785,7 @@ def fewshot_callback(
 ):
     """The few-shot linear evaluation callback: pools drawn and held once."""
     from keras_vit.analysis.fewshot import FewShotCallback
-    from recipes.fewshot import few_shot_pools
+    from keras_vit.recipes.fewshot import few_shot_pools
 
     train, test, _ = few_shot_pools(
         dataset,

@@ -20,7 +20,7 @@ light augmentation (crops of 60-100% of the area, no flips).
 
 from __future__ import annotations
 
-from recipes.configs.base import PretrainConfig
+from keras_vit.recipes.configs.base import PretrainConfig
 
 
 def get_config() -> PretrainConfig:

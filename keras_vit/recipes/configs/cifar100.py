@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from recipes.configs import cifar10
+from keras_vit.recipes.configs import cifar10
 
 
 def get_config():

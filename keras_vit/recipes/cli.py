@@ -14,7 +14,7 @@ Commands import TensorFlow only after their arguments are checked, so that
 Example:
 
 ```python
-parser = ArgumentParser(prog="python -m recipes.x", description="...")
+parser = ArgumentParser(prog=prog("x"), description="...")
 parser.add_argument("--image-size", type=image_size_arg, default=None)
 args = parser.parse_args()
 quiet_tensorflow(args.verbose)
@@ -44,6 +44,24 @@ class Terminated(KeyboardInterrupt):
     A `KeyboardInterrupt`, so that code which cleans up after Ctrl-C (a
     partial file removed, a lock released) does the same for SIGTERM.
     """
+
+
+# How the commands were started, for their usage lines: `python -m
+# recipes.<command>` from a checkout, or the `keras-vit` console script
+# (`keras_vit.recipes.__main__` sets it).
+_INVOKED_AS = "python -m recipes.{command}"
+
+
+def prog(command: str) -> str:
+    """The name a command's `--help` and errors give it, e.g.
+    `"python -m recipes.train"` or `"keras-vit train"`."""
+    return _INVOKED_AS.format(command=command)
+
+
+def invoked_as(pattern: str) -> None:
+    """Sets how `prog` names commands (`"keras-vit {command}"`)."""
+    global _INVOKED_AS
+    _INVOKED_AS = pattern
 
 
 class ArgumentParser(argparse.ArgumentParser):

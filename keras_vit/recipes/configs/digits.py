@@ -32,7 +32,7 @@ cosine decay; light augmentation: crops of 60-100% of the area, no flips
 from __future__ import annotations
 
 from keras_vit.models.options import EncoderOptions
-from recipes.configs.base import TrainConfig
+from keras_vit.recipes.configs.base import TrainConfig
 
 
 def get_config() -> TrainConfig:

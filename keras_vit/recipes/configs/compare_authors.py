@@ -29,7 +29,7 @@ configs/cifar100_vit.yaml), except the crop: keras_vit's Inception crop of
 
 from __future__ import annotations
 
-from recipes.configs.base import CompareConfig
+from keras_vit.recipes.configs.base import CompareConfig
 
 
 def get_config() -> CompareConfig:

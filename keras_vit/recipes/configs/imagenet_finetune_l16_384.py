@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from recipes.configs import imagenet_finetune_b16_384
+from keras_vit.recipes.configs import imagenet_finetune_b16_384
 
 
 def get_config():

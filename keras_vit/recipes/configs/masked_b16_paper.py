@@ -22,7 +22,7 @@ cosine decay, gradient clipping at global norm 1, batch 4096, about 1M steps
 
 from __future__ import annotations
 
-from recipes.configs.base import PretrainConfig
+from keras_vit.recipes.configs.base import PretrainConfig
 
 
 def get_config() -> PretrainConfig:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from recipes.configs import cifar10_finetune_b16
+from keras_vit.recipes.configs import cifar10_finetune_b16
 
 
 def get_config():

@@ -1,0 +1,58 @@
+"""`keras-vit <command> [arguments]`: every recipe from one console script.
+
+Example:
+
+```bash
+keras-vit train --config digits
+keras-vit compare --config compare_quick
+keras-vit export --model runs/digits/final.keras --name digits --version 1
+python -m keras_vit.recipes train --help
+```
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+from keras_vit.recipes import COMMANDS
+from keras_vit.recipes import cli
+
+USAGE = (
+    "usage: keras-vit <command> [arguments]\n\n"
+    "commands (keras-vit <command> --help for each):\n"
+    "  train            train or fine-tune a ViT (or a CNN of Park & Kim's)\n"
+    "  pretrain_masked  masked patch prediction pre-training (paper §4.6)\n"
+    "  compare          Park & Kim's comparison: ViT, ResNets, AlterNet\n"
+    "  analyze          the papers' figures for one model\n"
+    "  export           a SavedModel for TF Serving (and LiteRT, ONNX)\n"
+    "  convert          an original checkpoint to a .keras file\n"
+    "  fewshot          few-shot linear evaluation\n"
+)
+
+
+def main(argv: list[str] | None = None, *, invoked_as: str = "keras-vit {command}"):
+    """Runs `keras-vit <command> ...`; returns the command's result.
+
+    Args:
+        argv: The command and its arguments; defaults to `sys.argv[1:]`.
+        invoked_as: How usage lines name the command (the checkout's
+            forwarders pass `"python -m recipes.{command}"`).
+    """
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if not argv or argv[0] in ("-h", "--help"):
+        print(USAGE, end="")  # noqa: T201
+        raise SystemExit(0 if argv else cli.EXIT_USAGE)
+    command = argv[0].replace("-", "_")
+    if command not in COMMANDS:
+        cli.fail(
+            f"unknown command {argv[0]!r}; choose from {', '.join(COMMANDS)} "
+            "(see keras-vit --help)"
+        )
+    cli.invoked_as(invoked_as)
+    module = importlib.import_module(f"keras_vit.recipes.{command}")
+    return module.main(argv[1:])
+
+
+if __name__ == "__main__":
+    main()

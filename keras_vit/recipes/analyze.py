@@ -1,0 +1,435 @@
+"""Writes the inspection figures of a ViT as PNG files and TensorBoard images.
+
+The ViT paper's Fig. 7 and Appendix D (embedding filters, position-embedding
+similarity, mean attention distance, attention rollout), the raw attention of
+one block, and Park & Kim's "How Do Vision Transformers Work?" analyses
+(Fourier analysis of feature maps, Hessian max-eigenvalue spectrum,
+robustness to frequency-band noise).
+
+Usage:
+
+```bash
+python -m recipes.analyze --model digits_vit.keras --images digits --out figures/
+python -m recipes.analyze --variant B/16 --weights vit_b16.npz --num-classes 1000 \
+    --images my_images/ --out figures/ --logdir tb/ --only rollout,distance
+```
+
+`--images` is a directory of image files (with one sub-directory per class,
+in sorted order, if labels are wanted), an `.npz` file with `images` (uint8
+pixels, or floats already in `[-1, 1]`) and optionally `labels`, or
+`digits[:SPLIT]` (the embedded scikit-learn digits, `test` split by default,
+through the same evaluation pipeline as training: `keras_vit.data`). In a
+directory, files Pillow cannot read as images (truncated, another format)
+are skipped and listed on stderr, as training skips them.
+
+Each figure is `<out>/<name>.png` with its caption drawn under it and stored
+as PNG metadata; with `--logdir` the same images go to TensorBoard
+(`tf.summary.image`, caption as description). The Hessian and noise analyses
+need labels.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+import numpy as np
+
+from keras_vit.recipes import cli
+
+ANALYSES = (
+    "filters",
+    "position",
+    "attention",
+    "distance",
+    "rollout",
+    "fourier",
+    "hessian",
+    "noise",
+)
+NEEDS_LABELS = ("hessian", "noise")
+
+
+def positive_int(text: str) -> int:
+    """A count of at least 1, as an argparse `type=`."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"not a positive count: {text!r}")
+    return value
+
+
+def build_parser() -> cli.ArgumentParser:
+    parser = cli.ArgumentParser(
+        prog=cli.prog("analyze"),
+        description=__doc__.split("\n\n")[0],
+    )
+    cli.add_model_arguments(parser, "--image-size")
+    parser.add_argument(
+        "--images",
+        required=True,
+        help="an image directory, an .npz file, or 'digits[:SPLIT]'",
+    )
+    parser.add_argument("--out", required=True, help="directory for the PNG files")
+    parser.add_argument("--logdir", help="also write the figures to TensorBoard here")
+    parser.add_argument(
+        "--only", help=f"comma-separated subset of: {','.join(ANALYSES)}"
+    )
+    parser.add_argument(
+        "--max-images",
+        type=positive_int,
+        default=64,
+        help="analyse at most this many images, the first ones (default 64)",
+    )
+    parser.add_argument(
+        "--batch-size",
+        type=positive_int,
+        default=32,
+        help="images per forward pass of 'distance', 'fourier' and 'noise' "
+        "(default 32)",
+    )
+    parser.add_argument(
+        "--block",
+        type=int,
+        default=-1,
+        help="block of the 'attention' figure; negative counts from the last "
+        "(default -1)",
+    )
+    parser.add_argument(
+        "--rollout-images",
+        type=positive_int,
+        default=6,
+        help="images of the 'rollout' figure (default 6)",
+    )
+    parser.add_argument(
+        "--hessian-batches",
+        type=positive_int,
+        default=4,
+        help="batches of 'hessian', one spectrum each (default 4)",
+    )
+    parser.add_argument(
+        "--hessian-batch-size",
+        type=positive_int,
+        default=16,
+        help="images per batch of 'hessian' (default 16)",
+    )
+    parser.add_argument(
+        "--hessian-top-k",
+        type=positive_int,
+        default=5,
+        help="largest eigenvalues of 'hessian' per batch (default 5)",
+    )
+    parser.add_argument(
+        "--hessian-iterations",
+        type=positive_int,
+        default=20,
+        help="power iterations per eigenvalue of 'hessian' (default 20)",
+    )
+    parser.add_argument(
+        "--noise-bands",
+        type=positive_int,
+        default=10,
+        help="equal frequency bands from 0 to pi of 'noise' (default 10)",
+    )
+    parser.add_argument(
+        "--noise-norm",
+        type=float,
+        help="L2 norm of each image's noise, in model-input units (default: "
+        "an RMS of 0.1 per value)",
+    )
+    parser.add_argument(
+        "--noise-repeats",
+        type=positive_int,
+        default=1,
+        help="noise draws per band of 'noise' (default 1)",
+    )
+    parser.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="seed of the Hessian's starting vectors and of the noise (default 0)",
+    )
+    parser.add_argument("--verbose", type=int, default=1, help="0 hides progress bars")
+    cli.add_verbose_flag(parser)
+    return parser
+
+
+def digits_images(image_size: tuple[int, int], channels: int, split: str = "test"):
+    """The digits' held-out split, through the evaluation pipeline of training."""
+    from keras_vit import data
+
+    source = data.load_source("digits", split)
+    dataset = data.eval_dataset(
+        source, image_size=image_size, global_batch_size=512, channels=channels
+    )
+    images, labels = [], []
+    for batch_images, batch_labels in dataset:
+        images.append(batch_images.numpy())
+        labels.append(batch_labels.numpy().argmax(axis=-1))  # one-hot -> index
+    return np.concatenate(images).astype("float32"), np.concatenate(labels)
+
+
+def _fit(images: np.ndarray, image_size, channels) -> np.ndarray:
+    """Resizes `(N, H, W, C)` images and matches the channel count."""
+    import tensorflow as tf
+
+    if images.ndim == 3:
+        images = images[..., None]
+    if images.ndim != 4:
+        cli.fail(f"images must be (N, H, W[, C]), not {images.shape}")
+    if images.shape[-1] != channels:
+        if images.shape[-1] == 1:
+            images = np.repeat(images, channels, axis=-1)
+        elif images.shape[-1] == 3 and channels == 1:
+            images = images.mean(axis=-1, keepdims=True)
+        else:
+            cli.fail(
+                f"images have {images.shape[-1]} channels; the model takes {channels}"
+            )
+    if tuple(images.shape[1:3]) != tuple(image_size):
+        images = tf.image.resize(images, image_size, method="bilinear").numpy()
+    return images.astype("float32")
+
+
+def load_images(source: str, image_size, channels):
+    """Returns `(images in [-1, 1], labels or None)`."""
+    if source == "digits" or source.startswith("digits:"):
+        split = source.partition(":")[2] or "test"
+        return digits_images(image_size, channels, split)
+    if source.endswith(".npz"):
+        images, labels = _load_npz(source)
+        if images.dtype == np.uint8:
+            images = images.astype("float32") / 127.5 - 1.0
+        return _fit(images, image_size, channels), labels
+    if os.path.isdir(source):
+        return _load_directory(source, image_size, channels)
+    cli.fail(f"--images {source!r} is not a directory, an .npz file or 'digits'")
+
+
+def _load_npz(source: str):
+    """`(images, labels or None)` of an `.npz` file; a bad file is one line."""
+    import zipfile
+
+    try:
+        with np.load(source, allow_pickle=False) as data:
+            key = "images" if "images" in data else "x" if "x" in data else None
+            if key is None:
+                cli.fail(f"{source} has no 'images' (or 'x') array")
+            images = data[key]
+            labels = data["labels"] if "labels" in data else data.get("y")
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as error:
+        first = (str(error).strip() or type(error).__name__).splitlines()[0]
+        cli.fail(f"--images {source!r} cannot be read as an .npz file: {first}")
+    return images, labels
+
+
+def _load_directory(source, image_size, channels):
+    """Every image Pillow reads in `source` (or its class folders), resized.
+
+    Files that are not readable images (truncated, another format) are
+    skipped and listed in one line on stderr, as training skips them.
+    """
+    from PIL import Image
+
+    classes = sorted(entry.name for entry in os.scandir(source) if entry.is_dir())
+    folders = [
+        (os.path.join(source, name), index) for index, name in enumerate(classes)
+    ]
+    folders = folders or [(source, None)]
+    images, labels, skipped = [], [], []
+    for folder, label in folders:
+        for name in sorted(os.listdir(folder)):
+            path = os.path.join(folder, name)
+            if name.startswith(".") or not os.path.isfile(path):
+                continue
+            try:
+                with Image.open(path) as image:
+                    image = image.convert("L" if channels == 1 else "RGB")
+                    image = image.resize(image_size[::-1], Image.BILINEAR)
+                    images.append(np.asarray(image, dtype="float32"))
+            except Exception:  # Pillow raises many types for bad files.
+                skipped.append(os.path.relpath(path, source))
+                continue
+            labels.append(label)
+    listed = ", ".join(skipped[:20]) + (
+        f" and {len(skipped) - 20} more" if len(skipped) > 20 else ""
+    )
+    if not images:
+        found = f" (skipped as unreadable: {listed})" if skipped else ""
+        cli.fail(f"no readable image file in {source}{found}")
+    if skipped:
+        print(  # noqa: T201
+            f"warning: skipped {len(skipped)} file(s) in {source} that are not "
+            f"readable images: {listed}",
+            file=sys.stderr,
+            flush=True,
+        )
+    images = np.stack(images) / 127.5 - 1.0
+    labels = None if folders[0][1] is None else np.asarray(labels, dtype="int64")
+    return _fit(images, image_size, channels), labels
+
+
+def selected_analyses(args, has_labels: bool, parser) -> list[str]:
+    if args.only:
+        chosen = [name.strip() for name in args.only.split(",") if name.strip()]
+        unknown = sorted(set(chosen) - set(ANALYSES))
+        if unknown:
+            parser.error(f"--only: unknown analyses {unknown}; choose from {ANALYSES}")
+        missing = [name for name in chosen if name in NEEDS_LABELS and not has_labels]
+        if missing:
+            parser.error(
+                f"{missing} need labels, and --images {args.images!r} has none."
+            )
+        return [name for name in ANALYSES if name in chosen]
+    chosen = list(ANALYSES)
+    if not has_labels:
+        print(f"No labels in {args.images!r}: skipping {', '.join(NEEDS_LABELS)}.")
+        chosen = [name for name in chosen if name not in NEEDS_LABELS]
+    return chosen
+
+
+def make_figure(name, args, model, images, labels, model_inputs, value_range):
+    """Runs one analysis and returns its `CaptionedFigure`."""
+    from keras_vit import analysis
+    from keras_vit.analysis import plotting
+
+    layout = analysis.token_layout(model)
+    if name == "filters":
+        return plotting.plot_embedding_filters(analysis.embedding_filters(model))
+    if name == "position":
+        return plotting.plot_position_similarity(
+            analysis.position_embedding_similarity(model)
+        )
+    if name == "attention":
+        block = args.block % layout.depth
+        scores = analysis.attention_weights(model, model_inputs[:1], blocks=block)[
+            block
+        ]
+        return plotting.plot_attention_heads(
+            images[0], scores[0], layout.grid_size, layout.num_prefix_tokens, block
+        )
+    if name == "distance":
+        distances = analysis.attention_distances(
+            model, model_inputs, batch_size=args.batch_size
+        )
+        return plotting.plot_attention_distance(distances)
+    if name == "rollout":
+        count = min(args.rollout_images, len(images))
+        maps = analysis.attention_rollout_maps(model, model_inputs[:count])
+        heat = analysis.to_image_space(maps, layout.image_size)
+        raw = [analysis.overlay(images[i], heat[i], alpha=0.0) for i in range(count)]
+        over = [analysis.overlay(images[i], heat[i]) for i in range(count)]
+        titles = None
+        if labels is not None:
+            titles = [f"label {int(label)}" for label in labels[:count]]
+        return plotting.plot_rollout(np.stack(raw), np.stack(over), titles)
+    if name == "fourier":
+        return plotting.plot_fourier(
+            analysis.feature_map_frequencies(
+                model, model_inputs, batch_size=args.batch_size
+            )
+        )
+    if name == "hessian":
+        size = args.hessian_batch_size
+        batches = [
+            (model_inputs[start : start + size], labels[start : start + size])
+            for start in range(0, len(model_inputs), size)
+        ][: args.hessian_batches]
+        eigenvalues = analysis.hessian_eigenvalues(
+            model,
+            batches,
+            num_batches=None,  # already cut to --hessian-batches
+            top_k=args.hessian_top_k,
+            max_iterations=args.hessian_iterations,
+            seed=args.seed,
+            verbose=args.verbose,
+        )
+        return plotting.plot_hessian_spectrum(eigenvalues)
+    if name == "noise":
+        norm = args.noise_norm
+        if norm is None:
+            norm = 0.1 * (value_range[1] - value_range[0]) / 2
+            norm *= float(np.sqrt(np.prod(model_inputs.shape[1:])))
+        result = analysis.noise_robustness(
+            model,
+            model_inputs,
+            labels,
+            bands=args.noise_bands,
+            norm=norm,
+            seed=args.seed,
+            repeats=args.noise_repeats,
+            batch_size=args.batch_size,
+            verbose=args.verbose,
+        )
+        return plotting.plot_noise_robustness(result)
+    raise ValueError(f"Unknown analysis {name!r}")
+
+
+def main(argv: list[str] | None = None) -> dict[str, str]:
+    """Runs the command; returns `{analysis: png_path}`."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.only:  # Checked before TensorFlow is imported.
+        chosen = {name.strip() for name in args.only.split(",") if name.strip()}
+        unknown = sorted(chosen - set(ANALYSES))
+        if unknown:
+            parser.error(f"--only: unknown analyses {unknown}; choose from {ANALYSES}")
+        if args.variant and args.num_classes == 0 and chosen & set(NEEDS_LABELS):
+            parser.error(f"{sorted(chosen & set(NEEDS_LABELS))} need a head")
+    cli.quiet_tensorflow(args.tf_logs)
+    import keras
+
+    from keras_vit import analysis
+    from keras_vit.analysis import plotting
+
+    keras.utils.set_random_seed(args.seed)
+    try:
+        model = cli.model_from_args(args)
+    except ValueError as error:
+        cli.fail(str(error).splitlines()[0])
+    layout = analysis.token_layout(model)
+    images, labels = load_images(args.images, layout.image_size, layout.channels)
+    images, labels = (
+        images[: args.max_images],
+        (None if labels is None else np.asarray(labels)[: args.max_images]),
+    )
+    # A model with a `preprocessing` layer takes [0, 255] pixels.
+    has_preprocessing = layout.has_preprocessing
+    value_range = (0.0, 255.0) if has_preprocessing else (-1.0, 1.0)
+    model_inputs = (images + 1.0) * 127.5 if has_preprocessing else images
+    names = selected_analyses(args, labels is not None, parser)
+    os.makedirs(args.out, exist_ok=True)
+    writer = None
+    if args.logdir:
+        import tensorflow as tf
+
+        writer = tf.summary.create_file_writer(args.logdir)
+    print(f"{model.name}: {len(images)} images, analyses: {', '.join(names)}")
+    written = {}
+    for name in names:
+        start = time.perf_counter()
+        result = make_figure(
+            name, args, model, images, labels, model_inputs, value_range
+        )
+        path = plotting.save_figure(result, os.path.join(args.out, f"{name}.png"))
+        if writer is not None:
+            with writer.as_default():
+                tf.summary.image(
+                    f"analysis/{name}",
+                    plotting.figure_to_array(result)[None],
+                    step=0,
+                    description=result.caption,
+                )
+        written[name] = path
+        print(f"[{time.perf_counter() - start:6.1f}s] {path}: {result.caption}")
+    if writer is not None:
+        writer.flush()
+    return written
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,603 @@
+r"""Park & Kim's comparison: a ViT, ResNets and AlterNet under the paper's analyses.
+
+"How Do Vision Transformers Work?" (Park & Kim, ICLR 2022) argues from a
+handful of analyses: the Hessian spectrum of the training loss (MSAs
+flatten it), the Fourier amplitude of feature maps by depth (MSAs are
+low-pass filters, convolutions high-pass), feature-map variance, robustness
+to frequency-band noise, the loss landscape; and it builds AlterNet on them.
+This command trains each network with one recipe over several seeds, runs
+every analysis with the authors' protocol (`keras_vit.analysis.parkkim`),
+and gives a verdict on each claim.
+
+```bash
+python -m recipes.compare                      # glyphs, 4 networks x 5 seeds
+python -m recipes.compare --config compare_quick   # a smoke test, minutes
+python -m recipes.compare --config compare_authors --set data_dir=~/tfds
+python -m recipes.compare --set seeds=3 --set "models=('vit', 'resnet')"
+```
+
+The default (`keras_vit/recipes/configs/compare.py`) trains on `glyphs`, the offline
+dataset with real high frequencies, at 32 px: a patch-2 ViT (a 16x16 grid, as
+the authors' CIFAR ViT), the authors' post-activation ResNet, a
+pre-activation ResNet and AlterNet of the `mini` row. `compare_authors`
+analyses the authors' own trained CIFAR-100 models (their published files,
+`keras_vit.models.parkkim`) on CIFAR-100 from TFDS, without training.
+
+The run directory (`runs/compare` unless `--set workdir=...`) holds:
+
+- `runs/<model>_seed<s>/`: each training run, a `recipes.train` run
+  directory (resumable, crash-safe, refused when finished);
+- `panels/<model>_seed<s>.json`: each trained model's analyses, kept and
+  reused while the run and the analysis settings are unchanged;
+- `claims.md`, `table.md`, `results.json`: the verdict on each claim, the
+  numbers per model, everything;
+- `fourier.png`, `variance.png`, `hessian.png`, `hessian_clean.png`,
+  `noise.png`, `distance.png`, `landscape_<model>.png` (and its `.csv`, the
+  authors' columns): the figures;
+- `tensorboard/comparison`: the tables and figures.
+
+Run the same command again after an interruption: finished runs and panels
+are reused, an interrupted training run resumes. A bad setting exits with
+status 2 and one line; a run that diverged, with 1.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import sys
+import time
+
+from keras_vit.recipes import cli
+from keras_vit.recipes.configs.base import AUTHORS_MODELS
+from keras_vit.recipes.configs.base import CompareConfig
+from keras_vit.recipes.configs.base import TrainConfig
+from keras_vit.recipes.configs.base import shipped_configs
+
+# The role of each model in the paper's claims (keras_vit.analysis.parkkim).
+ROLES = {
+    "vit": "vit",
+    "resnet": "resnet",
+    "preact_resnet": "preact_resnet",
+    "alternet": "alternet",
+    "authors_vit_ti": "vit",
+    "authors_resnet_50": "resnet",
+}
+TITLES = {
+    "vit": "ViT",
+    "resnet": "ResNet",
+    "preact_resnet": "PreActResNet",
+    "alternet": "AlterNet",
+    "authors_vit_ti": "ViT-Ti (authors')",
+    "authors_resnet_50": "ResNet-50 (authors')",
+}
+
+
+def run(
+    config: CompareConfig, *, fresh: bool = False, allow_changes: bool = False
+) -> dict:
+    """Trains (or loads) every model, analyses each, writes the comparison.
+
+    Args:
+        config: A `CompareConfig`.
+        fresh: Set every earlier training run aside and train again.
+        allow_changes: Resume training runs whose backups were made with
+            another config.
+
+    Returns:
+        The contents of `results.json`: `"claims"`, `"rows"`, `"panels"`,
+        `"settings"`, `"seconds"`.
+
+    Raises:
+        ConfigError: A setting that cannot be used (one line).
+        recipes.common.RunDiverged: A training run diverged.
+    """
+    import keras
+
+    from keras_vit.recipes import common
+
+    started = time.time()
+    out = config.resolved_workdir()
+    lock = common.WorkdirLock.acquire(out)  # A second live comparison: refused.
+    try:
+        data = _data(config)
+        panels = {}
+        for name in config.models:
+            seeds = 1 if name in AUTHORS_MODELS else config.seeds
+            for seed in range(seeds):
+                panels.setdefault(name, []).append(
+                    _run_one(config, name, seed, data, out, fresh, allow_changes)
+                )
+                keras.utils.clear_session()  # Twenty models in one process.
+        return _summarise(config, panels, out, time.time() - started)
+    finally:
+        lock.release()
+
+
+def _run_one(config, name, seed, data, out, fresh, allow_changes) -> dict:
+    """One model's panel: kept from an earlier call, or trained and analysed."""
+    path = os.path.join(out, "panels", f"{name}_seed{seed}.json")
+    panel = None if fresh else _cached(path, _panel_key(config, name, seed, out))
+    if panel is not None:
+        _say(config, f"== {TITLES[name]}, seed {seed}: reusing {path}")
+        return panel
+    _say(config, f"== {TITLES[name]}, seed {seed}")
+    model, trained = _model(config, name, seed, out, fresh, allow_changes)
+    panel = _panel(config, name, seed, model, trained, data, out)
+    # Keyed on the run as it is now (trained, or found finished).
+    _write_json(path, {"key": _panel_key(config, name, seed, out), "panel": panel})
+    return panel
+
+
+# -- data ----------------------------------------------------------------------
+def _data(config: CompareConfig) -> dict:
+    """The test images of the analyses and the training source."""
+    import numpy as np
+
+    from keras_vit import data as kdata
+
+    train = kdata.load_source(
+        config.dataset, config.train_split, config.data_dir, seed=config.seed
+    )
+    test = kdata.load_source(
+        config.dataset, config.test_split or "test", config.data_dir, seed=config.seed
+    )
+    kdata.check_disjoint(train, test)
+    images, labels = [], []
+    batches = kdata.eval_dataset(
+        test, image_size=config.image_size, global_batch_size=256, channels=3
+    )
+    for x, y in batches:
+        images.append(np.asarray(x))
+        labels.append(np.asarray(y).argmax(-1))
+        if sum(len(i) for i in images) >= config.analysis_images:
+            break
+    images = np.concatenate(images)[: config.analysis_images]
+    labels = np.concatenate(labels)[: config.analysis_images]
+    return {"train": train, "test": test, "images": images, "labels": labels}
+
+
+def _to_model_range(name: str):
+    """`images -> images` in the model's input range (the authors' models
+    take CIFAR-normalised images, keras_vit's `[-1, 1]`)."""
+    if name not in AUTHORS_MODELS:
+        return lambda images: images
+    import numpy as np
+
+    from keras_vit.models import parkkim
+
+    mean = np.asarray(parkkim.CIFAR100_MEAN, "float32")
+    std = np.asarray(parkkim.CIFAR100_STD, "float32")
+    return lambda images: ((images + 1.0) / 2.0 - mean) / std
+
+
+def _augmented(config: CompareConfig, source, seed: int, name: str):
+    """One epoch of the training stream, augmented as the training was."""
+    from keras_vit import data as kdata
+
+    size = config.hessian_batch_size
+    convert = _to_model_range(name)
+    stream = kdata.train_dataset(
+        source,
+        image_size=config.image_size,
+        global_batch_size=size,
+        epochs=1,
+        steps_per_epoch=kdata.full_batches(source.num_examples, size),
+        seed=seed + 10_000,
+        channels=config.channels,
+        augmentation=kdata.Augmentation(
+            crop_area_range=config.crop_area_range,
+            crop_aspect_range=config.crop_aspect_range,
+            flip=config.random_flip,
+            randaugment_ops=config.randaugment_ops,
+            randaugment_magnitude=config.randaugment_magnitude,
+            mixup_alpha=config.mixup_alpha,
+            cutmix_factor=config.cutmix_factor,
+        ),
+    )
+    return stream.map(lambda x, y: (convert(x), y))
+
+
+def _clean(config: CompareConfig, source, name: str):
+    """Clean training batches with hard labels (the second Hessian column)."""
+    from keras_vit import data as kdata
+
+    convert = _to_model_range(name)
+    batches = kdata.eval_dataset(
+        source,
+        image_size=config.image_size,
+        global_batch_size=config.hessian_batch_size,
+        channels=config.channels,
+    )
+    return batches.map(lambda x, y: (convert(x), y))
+
+
+# -- models --------------------------------------------------------------------
+def train_config(config: CompareConfig, name: str, seed: int, out: str):
+    """The `TrainConfig` of one model's run: the comparison's recipe."""
+    fields = {f.name: getattr(config, f.name) for f in dataclasses.fields(TrainConfig)}
+    fields.update(
+        name=f"{name}_seed{seed}",
+        workdir=os.path.join(out, "runs", f"{name}_seed{seed}"),
+        seed=seed,
+        architecture=name,
+        variant=config.variant if name == "vit" else config.cnn_variant,
+    )
+    return TrainConfig(**fields)
+
+
+def _model(config, name, seed, out, fresh, allow_changes):
+    """`(model, results of its training run or None)`."""
+    import keras
+
+    if name in AUTHORS_MODELS:
+        from keras_vit.models import parkkim
+
+        kind = name.removeprefix("authors_")
+        weights = getattr(config, name)
+        return parkkim.authors_model(kind, weights=weights), None
+    from keras_vit.recipes import common
+    from keras_vit.recipes import train
+
+    run_config = train_config(config, name, seed, out)
+    workdir = run_config.workdir
+    try:
+        result = train.run(run_config, fresh=fresh, allow_changes=allow_changes)
+        model = result["model"]
+    except common.RunFinished:
+        model = keras.saving.load_model(os.path.join(workdir, "final.keras"))
+    with open(os.path.join(workdir, "results.json"), encoding="utf-8") as f:
+        return model, json.load(f)
+
+
+def _panel(config, name, seed, model, trained, data, out) -> dict:
+    import keras
+
+    from keras_vit.analysis import parkkim
+
+    convert = _to_model_range(name)
+    settings = _settings(config, name)
+    landscape = seed < config.landscape_seeds and config.landscape_points > 0
+    started = time.process_time()
+    panel = parkkim.model_panel(
+        model,
+        convert(data["images"]),
+        data["labels"],
+        _augmented(config, data["train"], seed, name),
+        _clean(config, data["train"], name) if config.clean_hessian else None,
+        loss=keras.losses.CategoricalCrossentropy(
+            from_logits=True, label_smoothing=config.label_smoothing
+        ),
+        weight_decay=config.weight_decay,
+        settings=settings,
+        landscape=landscape,
+        seed=seed,
+    )
+    panel["model"], panel["seed"] = name, seed
+    panel["parameters"] = int(model.count_params())
+    panel["analysis_cpu_seconds"] = time.process_time() - started
+    if trained is not None:
+        panel["test_accuracy"] = (trained.get("test") or {}).get("accuracy")
+        panel["train_seconds"] = trained.get("seconds")
+    else:
+        panel["test_accuracy"] = _test_accuracy(model, data["test"], config, name)
+        panel["train_seconds"] = None
+    if panel["landscape"] is not None:
+        from keras_vit.analysis import landscape as landscapes
+
+        stem = os.path.join(out, f"landscape_{name}_seed{seed}")
+        landscapes.write_landscape_csv(panel["landscape"], f"{stem}.csv")
+    return _to_json(panel)
+
+
+def _test_accuracy(model, source, config, name) -> float:
+    """Accuracy of a model that was not trained here, on the whole test split."""
+    import numpy as np
+
+    from keras_vit import data as kdata
+
+    convert = _to_model_range(name)
+    correct = total = 0
+    for x, y in kdata.eval_dataset(
+        source, image_size=config.image_size, global_batch_size=256
+    ):
+        logits = model.predict(convert(np.asarray(x)), verbose=0)
+        correct += int((logits.argmax(-1) == np.asarray(y).argmax(-1)).sum())
+        total += len(logits)
+    return correct / total
+
+
+def _settings(config: CompareConfig, name: str):
+    from keras_vit.analysis.parkkim import PanelSettings
+
+    epsilon = config.noise_epsilon
+    if epsilon is None:  # Issue #44's 0.7 on normalised inputs; ~0.31 in [-1, 1].
+        epsilon = 0.7 if name in AUTHORS_MODELS else 0.31
+    return PanelSettings(
+        hessian_batches=config.hessian_batches or None,
+        hessian_top_k=config.hessian_top_k,
+        hessian_iterations=config.hessian_iterations,
+        hessian_l2=config.hessian_l2,
+        clean_hessian=config.clean_hessian,
+        noise_epsilon=epsilon,
+        noise_frequencies=config.noise_frequencies,
+        equal_energy_noise=config.equal_energy_noise,
+        landscape_points=config.landscape_points,
+        landscape_batches=config.landscape_batches,
+    )
+
+
+# -- what is reused ------------------------------------------------------------
+def _panel_key(config: CompareConfig, name: str, seed: int, out: str) -> dict:
+    """What a kept panel must match: the analysis settings and the run."""
+    settings = dataclasses.asdict(_settings(config, name))
+    trained = os.path.join(out, "runs", f"{name}_seed{seed}", "results.json")
+    digest = None
+    if os.path.exists(trained):
+        with open(trained, "rb") as f:
+            digest = hashlib.sha256(f.read()).hexdigest()
+    return _to_json(
+        {
+            "settings": settings,
+            "landscape": seed < config.landscape_seeds,
+            "data": [config.dataset, config.test_split, config.analysis_images],
+            "run": digest,
+            "weights": getattr(config, name, None) if name in AUTHORS_MODELS else None,
+        }
+    )
+
+
+def _cached(path: str, key: dict):
+    try:
+        with open(path, encoding="utf-8") as f:
+            stored = json.load(f)
+    except (OSError, ValueError):
+        return None
+    return stored["panel"] if stored.get("key") == key else None
+
+
+# -- the comparison ------------------------------------------------------------
+def _summarise(config: CompareConfig, panels: dict, out: str, seconds: float):
+    from keras_vit.analysis import parkkim
+
+    roles = {}
+    for name, runs in panels.items():
+        roles.setdefault(ROLES[name], runs)
+    claims = parkkim.claims(roles)
+    rows = [_row(name, runs) for name, runs in panels.items()]
+    claims_md = _claims_markdown(claims, config)
+    table_md = _table_markdown(rows, config, seconds)
+    figures = _figures(panels, out)
+    summary = {
+        "claims": claims,
+        "rows": rows,
+        "settings": _to_json(dataclasses.asdict(config)),
+        "seconds": seconds,
+        "panels": panels,
+    }
+    from keras_vit import atomic
+
+    atomic.write_text(os.path.join(out, "claims.md"), claims_md)
+    atomic.write_text(os.path.join(out, "table.md"), table_md)
+    atomic.write_json(os.path.join(out, "results.json"), _finite(summary))
+    _tensorboard(os.path.join(out, "tensorboard"), claims_md + "\n" + table_md, figures)
+    _say(config, "\n" + claims_md + "\n" + table_md)
+    return summary
+
+
+def _row(name: str, runs: list) -> dict:
+    import numpy as np
+
+    def stat(values):
+        values = np.asarray([v for v in values if v is not None], "float64")
+        if not values.size:
+            return None
+        sd = float(values.std(ddof=1)) if values.size > 1 else 0.0
+        return [float(values.mean()), sd, float(values.min()), float(values.max())]
+
+    top = [np.abs(np.asarray(r["hessian"]["eigenvalues"])[:, 0]) for r in runs]
+    clean = [
+        np.abs(np.asarray(r["hessian_clean"]["eigenvalues"])[:, 0])
+        for r in runs
+        if r.get("hessian_clean")
+    ]
+    return {
+        "model": name,
+        "parameters": runs[0]["parameters"],
+        "seeds": len(runs),
+        "test_accuracy": stat(r["test_accuracy"] for r in runs),
+        "hessian_median": stat(np.median(t) for t in top),
+        "hessian_clean_median": stat(np.median(c) for c in clean) if clean else None,
+        "hessian_loss": stat(r["hessian"]["mean_loss"] for r in runs),
+        "l2_max_curvature": stat(r["hessian"]["l2_max_curvature"] for r in runs),
+        "hessian_data_loss": stat(np.mean(r["hessian"]["data_loss"]) for r in runs),
+        "negative_share": stat(
+            (np.asarray(r["hessian"]["eigenvalues"]) < 0).mean() for r in runs
+        ),
+        "train_seconds": stat(r["train_seconds"] for r in runs),
+    }
+
+
+def _fmt(stat, scale=1.0, digits=3):
+    if stat is None:
+        return "–"
+    mean, sd = stat[0] * scale, stat[1] * scale
+    return f"{mean:.{digits}g} ± {sd:.2g}" if sd else f"{mean:.{digits}g}"
+
+
+def _claims_markdown(claims: list, config: CompareConfig) -> str:
+    lines = [
+        "| claim (Park & Kim 2022) | figure | here | verdict |",
+        "|---|---|---|---|",
+    ]
+    for row in claims:
+        lines.append(
+            f"| {row['claim']} | {row['figure']} | {row['evidence']} | "
+            f"**{row['verdict']}** |"
+        )
+    note = (
+        f"\nDataset {config.dataset} at {config.image_size} px; {config.seeds} "
+        "seed(s) per trained model; a claim is reproduced when it holds for "
+        "every seed. Protocols: the authors' (keras_vit.analysis.parkkim).\n"
+    )
+    return "\n".join(lines) + "\n" + note
+
+
+def _table_markdown(rows: list, config: CompareConfig, seconds: float) -> str:
+    lines = [
+        "| model | parameters | test accuracy % | Hessian median top eigenvalue "
+        "(authors'; clean, no L2) | L2 term's largest curvature | loss at the "
+        "Hessian batches (data) | negative eigenvalues | training time |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for row in rows:
+        lines.append(
+            f"| {TITLES[row['model']]} | {row['parameters']:,} | "
+            f"{_fmt(row['test_accuracy'], 100, 4)} | "
+            f"{_fmt(row['hessian_median'])}; {_fmt(row['hessian_clean_median'])} | "
+            f"{_fmt(row['l2_max_curvature'])} | "
+            f"{_fmt(row['hessian_loss'])} ({_fmt(row['hessian_data_loss'])}) | "
+            f"{_fmt(row['negative_share'], 100)} % | "
+            f"{_fmt(row['train_seconds'])} s |"
+        )
+    return (
+        "\n".join(lines)
+        + "\n\nMean ± sd over seeds. The L2 term (weight decay × the sum of "
+        "the weights' norms, the authors' ops/norm.py) adds up to its largest "
+        "curvature to an eigenvalue; a median near it is the L2 term's. "
+        f"Whole command: {seconds / 60:.1f} min.\n"
+    )
+
+
+def _figures(panels: dict, out: str) -> dict:
+    from keras_vit import atomic
+    from keras_vit.analysis import plotting
+    from keras_vit.analysis import plotting_compare as pc
+
+    titled = {TITLES[name]: runs for name, runs in panels.items()}
+    figures = {
+        "fourier": pc.plot_depth_comparison(
+            {k: [r["depth"] for r in v] for k, v in titled.items()}, "delta"
+        ),
+        "variance": pc.plot_depth_comparison(
+            {k: [r["depth"] for r in v] for k, v in titled.items()}, "variance"
+        ),
+        "hessian": pc.plot_hessian_density(
+            {k: [r["hessian"]["eigenvalues"] for r in v] for k, v in titled.items()},
+            protocol="authors",
+        ),
+        "noise": pc.plot_noise_comparison(
+            {k: [r["noise"] for r in v] for k, v in titled.items()}
+        ),
+        "distance": pc.plot_distance_comparison(
+            {k: [r["distances"] for r in v] for k, v in titled.items()}
+        ),
+    }
+    clean = {
+        k: [r["hessian_clean"]["eigenvalues"] for r in v]
+        for k, v in titled.items()
+        if all(r.get("hessian_clean") for r in v)
+    }
+    if clean:
+        figures["hessian_clean"] = pc.plot_hessian_density(clean, protocol="clean")
+    for name, runs in panels.items():
+        if runs[0].get("landscape") is not None:
+            figures[f"landscape_{name}"] = plotting.plot_loss_landscape(
+                _landscape_arrays(runs[0]["landscape"]), title=TITLES[name]
+            )
+    for stem, figure in figures.items():
+        path = os.path.join(out, f"{stem}.png")
+        atomic.atomic_write(path, lambda p, f=figure: plotting.save_figure(f, p))
+    return figures
+
+
+def _landscape_arrays(landscape: dict) -> dict:
+    import numpy as np
+
+    return {
+        k: np.asarray(v) if isinstance(v, list) else v for k, v in landscape.items()
+    }
+
+
+def _tensorboard(log_dir: str, text: str, figures: dict) -> None:
+    import numpy as np
+    import tensorflow as tf
+
+    from keras_vit.analysis.plotting import figure_to_array
+
+    writer = tf.summary.create_file_writer(os.path.join(log_dir, "comparison"))
+    with writer.as_default():
+        tf.summary.text("tables", text, step=0)
+        for stem, figure in figures.items():
+            image = figure_to_array(figure)[None].astype(np.uint8)
+            tf.summary.image(stem, image, step=0, description=figure.caption)
+    writer.flush()
+
+
+# -- small helpers -------------------------------------------------------------
+def _say(config: CompareConfig, message: str) -> None:
+    if config.verbose:
+        print(message, flush=True)  # noqa: T201
+
+
+def _write_json(path: str, value) -> None:
+    from keras_vit import atomic
+
+    atomic.write_json(path, _finite(value))
+
+
+def _to_json(value):
+    import numpy as np
+
+    if isinstance(value, dict):
+        return {str(k): _to_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_to_json(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return _to_json(value.tolist())
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
+def _finite(value):
+    import math
+
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+# -- command line --------------------------------------------------------------
+def build_parser() -> cli.ArgumentParser:
+    from keras_vit.recipes.train import add_run_arguments
+
+    parser = cli.ArgumentParser(
+        prog=cli.prog("compare"),
+        description="Park & Kim's comparison: train a ViT, ResNets and AlterNet "
+        "and test the paper's claims with the authors' protocols "
+        "(see docs/analysis.md).",
+    )
+    add_run_arguments(parser, shipped_configs(CompareConfig), "compare")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> dict:
+    """Command-line entry point; returns `run`'s result.
+
+    Exits with status 2 on an argument or config error (one line), 1 when a
+    training run diverged.
+    """
+    from keras_vit.recipes.train import command
+
+    return command(run, CompareConfig, build_parser(), argv)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

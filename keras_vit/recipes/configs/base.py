@@ -1,0 +1,683 @@
+"""The recipes' config language: one base dataclass, `override`, `load_config`.
+
+`RunConfig` holds what every recipe shares (run, data, augmentation, model,
+optimisation, distribution, monitoring); `TrainConfig` (`recipes.train`) and
+`PretrainConfig` (`recipes.pretrain_masked`) extend it with their own fields
+only. A config module (`recipes/configs/<name>.py`) defines `get_config()`
+returning one of them; its docstring gives the command, the hardware, the
+expected accuracy and the time. The command line changes any field with
+`--set key=value`: the value is a Python literal (`ast.literal_eval`), or a
+bare word for text fields (`--set dataset=cifar100`), checked against the
+field's type; `image_size` also takes `224`, `224,320` or `224x320`.
+
+Values are checked when a config is made (ranges, choices): a wrong one
+raises `ConfigError` naming the field, before TensorFlow is imported.
+
+The defaults are the paper's pre-training recipe (Adam β = (0.9, 0.999),
+weight decay 0.1, linear warm-up then cosine decay, gradient clipping at
+global norm 1).
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import difflib
+import importlib
+import importlib.util
+import math
+import os
+import types
+import typing
+
+from keras_vit.models.options import EncoderOptions
+from keras_vit.recipes.cli import parse_image_size
+
+# The choices of keras_vit.training, repeated here so that a config is
+# checked without importing TensorFlow (tests/test_cli.py checks they agree).
+OPTIMIZERS = ("adamw", "adam", "sgd")
+SCHEDULES = ("cosine", "linear", "constant")
+STRATEGIES = ("auto", "default", "one_device", "mirrored", "multi_worker", "tpu")
+PRECISIONS = (False, True, "auto", "float32", "bfloat16", "float16")
+
+# Fields a resumed run may change freely: where and how verbosely it runs,
+# and what it reports. Every other field is part of the backup's fingerprint.
+RUN_ONLY_FIELDS = frozenset(
+    {
+        "name",
+        "workdir",
+        "data_dir",
+        "verbose",
+        "strategy",
+        "jit_compile",
+        "steps_per_execution",
+        "tensorboard_update_freq",
+        "profile_steps",
+        "monitor_images",
+        "fewshot_every",
+        "fewshot_shots",
+        "fewshot_examples",
+        "fewshot_dataset",
+        "fewshot_train_split",
+        "fewshot_test_split",
+        "fewshot_test_examples",
+        "eval_batch_size",
+        "export_savedmodel",
+        "remat",  # Same numbers, less memory: a backup resumes either way.
+    }
+)
+# The spellings a command line may give a yes/no field.
+_BOOLEAN_WORDS = {"true": True, "yes": True, "on": True, "1": True,
+                  "false": False, "no": False, "off": False, "0": False}  # fmt: skip
+
+
+# The `keras_vit.ViT` arguments (besides the encoder options, passed whole)
+# each recipe passes from its config, by name.
+VIT_FIELDS = ("image_size", "channels")
+TRAIN_VIT_FIELDS = (
+    *VIT_FIELDS,
+    "representation_size",
+    "patch_size",
+    "dynamic_image_size",
+    "dynamic_image_pad",
+    "position_resample",
+)
+
+
+# What `TrainConfig.architecture` may name.
+ARCHITECTURES = ("vit", "resnet", "preact_resnet", "alternet")
+
+# What `lora_targets` may name (keras_vit.finetune.enable_lora's targets).
+LORA_TARGETS = ("qkv", "query", "key", "value", "out", "mlp")
+
+
+class ConfigError(ValueError):
+    """A config value (or `--set` override) that cannot be used."""
+
+
+@dataclasses.dataclass(frozen=True)
+class RunConfig:
+    """What every recipe's run shares.
+
+    Attributes are grouped as run, data, augmentation, model, optimisation,
+    distribution and monitoring; each is documented where it is defined.
+    """
+
+    # -- run ---------------------------------------------------------------
+    name: str = "run"  # Run name; the default workdir is runs/<name>.
+    workdir: str | None = None  # Run directory (logs, checkpoints, results).
+    seed: int = 0  # Seeds the model initialisation, the data order and augmentation.
+
+    # -- data --------------------------------------------------------------
+    dataset: str = "digits"  # "digits", "folder:PATH" or a TFDS name.
+    data_dir: str | None = None  # TFDS data directory.
+    train_split: str = "train"
+    # Training and evaluation resolution: an int or (height, width).
+    image_size: int | tuple[int, int] = 224
+    channels: int = 3
+    global_batch_size: int = 512  # Summed over replicas and workers.
+    shuffle_buffer: int = 10_000
+
+    # -- augmentation (keras_vit.data.Augmentation) ------------------------
+    crop_area_range: tuple[float, float] = (0.05, 1.0)  # Inception crop; (1, 1) = off.
+    crop_aspect_range: tuple[float, float] = (0.75, 4 / 3)
+    random_flip: bool = True
+    randaugment_ops: int = 0  # keras_vit.data.RandAugment ops per image; 0 = off.
+    randaugment_magnitude: float = 0.5  # In [0, 1]: the reference's level / 10.
+
+    # -- model (keras_vit.ViT's arguments) ---------------------------------
+    variant: str = "B/16"  # See keras_vit.VARIANTS; e.g. "Ti/16", "R50+B/16".
+    # Every encoder option (tokens, blocks, dropouts, pooling, ...): see
+    # keras_vit.EncoderOptions. The command line sets one by its own name,
+    # e.g. --set qk_norm=true or --set encoder.pooling=gap.
+    encoder: EncoderOptions = EncoderOptions()
+
+    # -- optimisation ------------------------------------------------------
+    optimizer: str = "adamw"  # "adamw", "adam" or "sgd".
+    learning_rate: float = 1e-3  # Peak, reached at the end of the warm-up.
+    end_learning_rate: float = 0.0
+    schedule: str = "cosine"  # "cosine", "linear" or "constant" after warm-up.
+    warmup_steps: int = 10_000  # Capped at the run's total steps.
+    weight_decay: float = 0.1  # Decoupled; biases, norms, tokens excluded.
+    beta_1: float = 0.9
+    beta_2: float = 0.999
+    momentum: float = 0.9  # SGD only.
+    global_clipnorm: float | None = 1.0
+    ema_momentum: float | None = None  # Polyak averaging, e.g. 0.9999.
+    epochs: int = 300
+    steps_per_epoch: int | None = None  # Defaults to examples // batch.
+
+    # -- distribution and speed --------------------------------------------
+    strategy: str = "auto"  # auto, default, one_device, mirrored, multi_worker, tpu.
+    # "auto"/True: bfloat16 on TPU and on CPUs with AVX512_BF16 or AMX,
+    # float16 on GPU, float32 on other CPUs; "bfloat16"/"float16": always.
+    mixed_precision: bool | str = False
+    jit_compile: bool | str = "auto"  # "auto": XLA on GPU/TPU, off on CPU.
+    steps_per_execution: int = 1
+
+    # -- monitoring --------------------------------------------------------
+    verbose: int = 1  # 1: progress bar, 2: one line per epoch, 0: silent.
+    tensorboard_update_freq: str | int = "epoch"  # Or a step count.
+    profile_steps: tuple[int, int] | None = None  # E.g. (10, 15) to profile.
+    monitor_images: int = 4  # Example and attention-map images; 0 = none.
+    fewshot_every: int = 0  # Few-shot linear eval every N epochs; 0 = off.
+    fewshot_shots: tuple[int, ...] = (1, 5, 10, 25)
+
+    def __post_init__(self):
+        for name, value in self._checks():
+            if value is not True:
+                raise ConfigError(f"{name}={getattr(self, name)!r}: {value}")
+
+    def resolved_workdir(self) -> str:
+        """`workdir`, or `runs/<name>` when it is unset."""
+        return self.workdir or os.path.join("runs", self.name)
+
+    def _checks(self):
+        """Yields `(field, True or what is wrong)`."""
+        yield "epochs", self.epochs >= 1 or "must be at least 1"
+        yield "steps_per_epoch", _positive_or_none(self.steps_per_epoch)
+        yield "global_batch_size", self.global_batch_size >= 1 or "must be positive"
+        yield "image_size", _size_ok(self.image_size)
+        yield "channels", self.channels >= 1 or "must be positive"
+        yield (
+            "encoder",
+            isinstance(self.encoder, EncoderOptions)
+            or "must be a keras_vit.EncoderOptions",
+        )
+        yield "shuffle_buffer", self.shuffle_buffer >= 1 or "must be positive"
+        low, high = self.crop_area_range
+        yield "crop_area_range", 0 < low <= high <= 1 or "needs 0 < low <= high <= 1"
+        low, high = self.crop_aspect_range
+        yield "crop_aspect_range", 0 < low <= high or "needs 0 < low <= high"
+        yield "randaugment_ops", self.randaugment_ops >= 0 or "must be >= 0"
+        yield "randaugment_magnitude", _within(self.randaugment_magnitude, 0, 1)
+        yield (
+            "encoder",
+            self.encoder.pooling is not None
+            or "pooling=None gives no image representation to train on",
+        )
+        yield "optimizer", _choice(self.optimizer, OPTIMIZERS)
+        yield "learning_rate", self.learning_rate > 0 or "must be positive"
+        yield "end_learning_rate", self.end_learning_rate >= 0 or "must be >= 0"
+        yield "schedule", _choice(self.schedule, SCHEDULES)
+        yield "warmup_steps", self.warmup_steps >= 0 or "must be >= 0"
+        yield "weight_decay", self.weight_decay >= 0 or "must be >= 0"
+        for name in ("beta_1", "beta_2", "momentum"):
+            yield name, _within(getattr(self, name), 0, 1, high_open=True)
+        yield "global_clipnorm", _positive_or_none(self.global_clipnorm)
+        yield (
+            "ema_momentum",
+            (
+                self.ema_momentum is None
+                or _within(self.ema_momentum, 0, 1, high_open=True)
+            ),
+        )
+        yield "strategy", _choice(self.strategy, STRATEGIES)
+        yield "mixed_precision", _choice(self.mixed_precision, PRECISIONS)
+        yield "jit_compile", _choice(self.jit_compile, (True, False, "auto"))
+        yield "steps_per_execution", self.steps_per_execution >= 1 or "must be >= 1"
+        yield "verbose", _choice(self.verbose, (0, 1, 2))
+        yield (
+            "tensorboard_update_freq",
+            (
+                self.tensorboard_update_freq in ("epoch", "batch")
+                or (
+                    isinstance(self.tensorboard_update_freq, int)
+                    and self.tensorboard_update_freq >= 1
+                )
+                or "must be 'epoch', 'batch' or a positive step count"
+            ),
+        )
+        yield "monitor_images", self.monitor_images >= 0 or "must be >= 0"
+        yield "fewshot_every", self.fewshot_every >= 0 or "must be >= 0"
+        yield (
+            "fewshot_shots",
+            (
+                (len(self.fewshot_shots) > 0 and min(self.fewshot_shots) >= 1)
+                or "needs one or more positive shot counts"
+            ),
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainConfig(RunConfig):
+    """Settings of one training or fine-tuning run (`recipes.train`)."""
+
+    # -- data --------------------------------------------------------------
+    val_split: str | None = "test"  # Monitored each epoch; None for no validation.
+    test_split: str | None = "test"  # Evaluated once at the end; None to skip.
+    eval_batch_size: int | None = None  # Defaults to global_batch_size.
+    eval_crop_fraction: float = 1.0  # Central crop at evaluation (1 = none).
+
+    # -- augmentation and loss ---------------------------------------------
+    mixup_alpha: float = 0.0  # 0 = off.
+    cutmix_factor: float = 0.0  # keras.layers.CutMix factor in (0, 1]; 0 = off.
+    label_smoothing: float = 0.0
+
+    # -- model -------------------------------------------------------------
+    # "vit", or a network of Park & Kim's comparison: "resnet" (their
+    # post-activation ResNet), "preact_resnet" or "alternet"; `variant` then
+    # names its row (e.g. "mini", "18", "50"; keras_vit.models.cnn).
+    architecture: str = "vit"
+    representation_size: int | None = None  # Pre-training tanh "pre-logits" width.
+    patch_size: int | None = None  # Overrides the variant's (weights resampled).
+    dynamic_image_size: bool = False  # Accept any image size at run time.
+    dynamic_image_pad: bool = False  # With it: zero-pad to whole patches.
+    position_resample: str = "bilinear"  # How position embeddings are resampled.
+    # Initial weights, passed to keras_vit.ViT(weights=...): a keras_vit.weights
+    # tag ("imagenet21k", ...), an original .npz, a .safetensors file, or our
+    # own .keras / .weights.h5 (e.g. a masked-patch encoder.keras). The head
+    # is loaded when its class count fits, else zero; position embeddings
+    # are resampled. None = random.
+    init_from: str | None = None
+
+    # -- fine-tuning add-ons (docs/finetuning.md) ---------------------------
+    lora_rank: int | None = None  # LoRA adapters; base frozen, head trained.
+    lora_alpha: float = 16.0  # Adapter scale is lora_alpha / lora_rank.
+    lora_targets: tuple[str, ...] = ("qkv", "out", "mlp")
+    layer_decay: float | None = None  # E.g. 0.75: rate * decay**(depth+1-layer).
+
+    # -- monitoring --------------------------------------------------------
+    # Test images of the few-shot eval (its training images: max(shots) per
+    # class, drawn with the seed, as recipes.fewshot does).
+    fewshot_examples: int = 2_000
+    export_savedmodel: bool = False  # Also export a SavedModel for TF Serving.
+
+    def _checks(self):
+        yield from super()._checks()
+        yield "architecture", _choice(self.architecture, ARCHITECTURES)
+        if self.architecture != "vit":
+            yield "variant", _cnn_row(self.architecture, self.variant)
+            yield (
+                "architecture",
+                not (self.init_from or self.lora_rank or self.layer_decay)
+                or "init_from, lora_rank and layer_decay are for ViTs",
+            )
+        yield "eval_batch_size", _positive_or_none(self.eval_batch_size)
+        yield (
+            "eval_crop_fraction",
+            _within(self.eval_crop_fraction, 0, 1, low_open=True),
+        )
+        yield "mixup_alpha", self.mixup_alpha >= 0 or "must be >= 0"
+        yield "cutmix_factor", _within(self.cutmix_factor, 0, 1)
+        yield "label_smoothing", _within(self.label_smoothing, 0, 1, high_open=True)
+        yield "representation_size", _positive_or_none(self.representation_size)
+        yield "patch_size", _positive_or_none(self.patch_size)
+        yield (
+            "dynamic_image_pad",
+            (
+                self.dynamic_image_size
+                or not self.dynamic_image_pad
+                or "needs dynamic_image_size=True"
+            ),
+        )
+        yield "fewshot_examples", self.fewshot_examples >= 1 or "must be positive"
+        yield "lora_rank", _positive_or_none(self.lora_rank)
+        yield "lora_alpha", self.lora_alpha > 0 or "must be positive"
+        yield (
+            "lora_targets",
+            (bool(self.lora_targets) and set(self.lora_targets) <= set(LORA_TARGETS))
+            or f"must be a non-empty subset of {LORA_TARGETS}",
+        )
+        yield (
+            "layer_decay",
+            self.layer_decay is None or _within(self.layer_decay, 0, 1, low_open=True),
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class PretrainConfig(RunConfig):
+    """Settings of masked patch prediction pre-training (`recipes.pretrain_masked`).
+
+    The defaults are the paper's (Appendix B.1.2). Labels are not used for
+    training; `pooling` decides only the few-shot representation.
+    """
+
+    # -- run and data (the paper's batch of 4096) --------------------------
+    name: str = "masked"
+    global_batch_size: int = 4096
+
+    # -- objective ---------------------------------------------------------
+    corruption_rate: float = 0.5  # Paper: 50% of the patches.
+    mask_rate: float = 0.8  # ... of which 80% [mask],
+    random_rate: float = 0.1  # 10% another patch of the image, 10% kept.
+    color_bits: int = 3  # 3 bits per channel: 512 colour classes.
+
+    # -- optimisation (Appendix B.1.2) -------------------------------------
+    optimizer: str = "adam"  # "adam" or "adamw" (with weight_decay).
+    learning_rate: float = 2e-4  # Paper: base learning rate 2e-4.
+    weight_decay: float = 0.0
+    epochs: int = 14  # Paper: 1M steps, about 14 epochs of JFT.
+
+    # -- monitoring --------------------------------------------------------
+    fewshot_every: int = 1  # Few-shot linear eval every N epochs; 0 = off.
+    fewshot_dataset: str | None = None  # Defaults to `dataset`.
+    fewshot_train_split: str = "train"
+    fewshot_test_split: str = "test"
+    fewshot_test_examples: int = 2_000
+
+    def _checks(self):
+        yield from super()._checks()
+        yield "corruption_rate", _within(self.corruption_rate, 0, 1, low_open=True)
+        yield "mask_rate", _within(self.mask_rate, 0, 1)
+        yield (
+            "random_rate",
+            (
+                _within(self.random_rate, 0, 1) is True
+                and self.mask_rate + self.random_rate <= 1
+                or "needs 0 <= random_rate and mask_rate + random_rate <= 1"
+            ),
+        )
+        yield "color_bits", 1 <= self.color_bits <= 8 or "must be in [1, 8]"
+        yield (
+            "fewshot_test_examples",
+            self.fewshot_test_examples >= 1 or "must be positive",
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class CompareConfig(TrainConfig):
+    """Park & Kim's comparison (`recipes.compare`): several networks trained
+    with one recipe over several seeds, then every analysis of the paper with
+    the authors' protocols, and a verdict on each claim.
+
+    Every `TrainConfig` field is the training recipe of each run; `variant`
+    and `encoder` are the ViT's, `cnn_variant` the row of the CNNs.
+    """
+
+    # -- the runs ----------------------------------------------------------
+    name: str = "compare"
+    # Among "vit", "resnet" (post-activation, the paper's CNN), "preact_resnet"
+    # and "alternet" (its partner); or the authors' own trained CIFAR-100
+    # models, "authors_vit_ti" and "authors_resnet_50" (no training).
+    models: tuple[str, ...] = ("vit", "resnet", "preact_resnet", "alternet")
+    seeds: int = 5  # Runs per model, seeds 0 .. seeds - 1.
+    cnn_variant: str = "mini"  # The CNNs' row (keras_vit.models.cnn).
+    # The authors' files for "authors_*" models: a path, or "cifar100" to
+    # download their published file into the Keras cache once.
+    authors_vit_ti: str = "cifar100"
+    authors_resnet_50: str = "cifar100"
+
+    # -- the analyses (keras_vit.analysis.parkkim.PanelSettings) -----------
+    analysis_images: int = 512  # Test images of the Fourier, variance, noise.
+    hessian_batches: int = 2  # Augmented training batches per run; 0 = all.
+    hessian_batch_size: int = 32
+    hessian_top_k: int = 5  # The authors' top-5 per batch.
+    hessian_iterations: int = 20  # Power iterations per eigenvalue, at most.
+    hessian_l2: str = "norm"  # The authors' ops/norm.py; or "squared".
+    clean_hessian: bool = True  # Also the clean-data, no-L2 column.
+    noise_epsilon: float | None = None  # Sign noise; None: 0.31 ([-1, 1] input),
+    # 0.7 for the authors' models (their normalised input), as their issue #44.
+    noise_frequencies: int = 11  # Annulus centres from 0 to pi.
+    equal_energy_noise: bool = False  # Also the previous equal-energy noise.
+    landscape_points: int = 11  # Loss-landscape grid points per axis; 0 = none.
+    landscape_batches: int = 2  # Augmented batches per grid point.
+    landscape_seeds: int = 1  # Seeds whose landscape is drawn.
+
+    def _checks(self):
+        yield from super()._checks()
+        known = (*ARCHITECTURES[1:], "vit", *AUTHORS_MODELS)
+        yield (
+            "models",
+            (bool(self.models) and set(self.models) <= set(known)
+             and len(set(self.models)) == len(self.models))
+            or f"must be distinct names among {', '.join(known)}",
+        )  # fmt: skip
+        yield "seeds", self.seeds >= 1 or "must be at least 1"
+        yield "cnn_variant", _cnn_row("alternet", self.cnn_variant)
+        for name in ("analysis_images", "hessian_batch_size", "hessian_top_k",
+                     "hessian_iterations", "noise_frequencies",
+                     "landscape_batches"):  # fmt: skip
+            yield name, getattr(self, name) >= 1 or "must be positive"
+        for name in ("hessian_batches", "landscape_points", "landscape_seeds"):
+            yield name, getattr(self, name) >= 0 or "must be >= 0"
+        yield "hessian_l2", _choice(self.hessian_l2, ("norm", "squared"))
+        yield "noise_epsilon", _positive_or_none(self.noise_epsilon)
+
+
+# The authors' published CIFAR-100 models `recipes.compare` can analyse.
+AUTHORS_MODELS = ("authors_vit_ti", "authors_resnet_50")
+
+
+def model_arguments(config: RunConfig, names=VIT_FIELDS) -> dict:
+    """The `keras_vit.ViT` keywords of `config`: the encoder options, whole,
+    and the model fields `names`."""
+    return {
+        "options": config.encoder,
+        **{name: getattr(config, name) for name in names},
+    }
+
+
+def flat_fields(config: RunConfig | dict) -> dict:
+    """`{field: value}` with the encoder options as fields of their own
+    (`qk_norm`, `pooling`, ...), the names the command line uses.
+
+    Takes a config, or the dict `config.json` holds (`dataclasses.asdict`).
+    """
+    fields = dict(config) if isinstance(config, dict) else dataclasses.asdict(config)
+    encoder = fields.pop("encoder", None) or {}
+    return {**fields, **encoder}
+
+
+def fingerprint(config: RunConfig) -> dict:
+    """The fields a backup must agree on to be resumed (not `RUN_ONLY_FIELDS`)."""
+    return {
+        key: value
+        for key, value in flat_fields(config).items()
+        if key not in RUN_ONLY_FIELDS
+    }
+
+
+def override(config: RunConfig, assignments: list[str]) -> RunConfig:
+    """Applies `key=value` overrides to `config`, checking every type and value.
+
+    Args:
+        config: The config to change (any `RunConfig` subclass).
+        assignments: Strings `"key=value"`; the value is a Python literal,
+            or a bare word for `str` fields; yes/no fields also take
+            `true/false`, `yes/no`, `on/off`, `1/0`; `image_size` also takes
+            `224x320` or `224,320`. An encoder option is set by its own name
+            (`qk_norm=true`) or as `encoder.qk_norm=true`.
+
+    Returns:
+        A new config of the same class.
+
+    Raises:
+        ConfigError: An unknown key, a value of the wrong type or out of its
+            range; the message names the field.
+
+    Example:
+
+    >>> override(TrainConfig(), ["epochs=3", "dataset=cifar10"]).epochs
+    3
+    """
+    hints = typing.get_type_hints(type(config))
+    option_hints = typing.get_type_hints(EncoderOptions)
+    changes, options = {}, {}
+    for assignment in assignments:
+        key, sep, text = assignment.partition("=")
+        key = key.strip().removeprefix("encoder.")
+        if not sep or not key:
+            raise ConfigError(f"overrides look like key=value, not {assignment!r}")
+        known = {**option_hints, **hints}
+        known.pop("encoder", None)
+        if key not in known:
+            close = difflib.get_close_matches(key, known, n=3)
+            hint = f"did you mean {' or '.join(close)}? " if close else ""
+            raise ConfigError(
+                f"unknown config key {key!r}; {hint}every {type(config).__name__} "
+                "field is listed in keras_vit/recipes/configs/base.py, every encoder "
+                "option in keras_vit/models/options.py"
+            )
+        text = text.strip()
+        try:
+            value = ast.literal_eval(text)
+        except (ValueError, SyntaxError):
+            value = text  # A bare word, e.g. dataset=cifar10.
+        if key == "image_size" and not isinstance(value, (tuple, list)):
+            try:  # 224, 224,320 or 224x320 (not Python's 0x10 = 16).
+                value = parse_image_size(text)
+            except ValueError as error:
+                raise ConfigError(f"image_size={text!r}: {error}") from None
+        target = options if key in option_hints else changes
+        target[key] = check_type(key, value, known[key])
+    if options:
+        try:
+            changes["encoder"] = dataclasses.replace(config.encoder, **options)
+        except ValueError as error:
+            raise ConfigError(str(error).replace("`", "")) from None
+    return dataclasses.replace(config, **changes)
+
+
+def check_type(key: str, value, hint):
+    """Returns `value` converted to the field type `hint`, or raises.
+
+    Accepts ints for float fields, lists for tuple fields and `None` for
+    optional fields.
+
+    Raises:
+        ConfigError: `value` does not fit `hint`.
+    """
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        for option in typing.get_args(hint):
+            try:
+                return check_type(key, value, option)
+            except ConfigError:
+                continue
+        raise ConfigError(f"{key}={value!r} does not fit {_name(hint)}")
+    if hint is type(None):
+        if value is None:
+            return None
+    elif hint is bool:
+        if isinstance(value, bool):
+            return value
+        word = str(value).strip().lower()
+        if not isinstance(value, float) and word in _BOOLEAN_WORDS:
+            return _BOOLEAN_WORDS[word]  # true/false, yes/no, on/off, 1/0
+    elif hint is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    elif hint is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            if math.isfinite(value):
+                return float(value)
+    elif hint is str:
+        if isinstance(value, str):
+            return value
+    elif origin is tuple:
+        args = typing.get_args(hint)
+        if isinstance(value, (tuple, list)):
+            if len(args) == 2 and args[1] is Ellipsis:
+                return tuple(check_type(key, v, args[0]) for v in value)
+            if len(value) == len(args):
+                return tuple(
+                    check_type(key, v, a) for v, a in zip(value, args, strict=True)
+                )
+    else:
+        raise TypeError(f"Unsupported config type {hint!r} for {key!r}.")
+    raise ConfigError(f"{key}={value!r} does not fit {_name(hint)}")
+
+
+def load_config(name_or_path: str, kind: type = None) -> RunConfig:
+    """Returns `get_config()` of `recipes/configs/<name>.py` or of a file path.
+
+    Args:
+        name_or_path: A shipped config name (e.g. `"digits"`) or the path to
+            a Python file defining `get_config()`.
+        kind: The config class the caller runs. Defaults to `TrainConfig`.
+
+    Raises:
+        ConfigError: No such config, or one of another kind.
+    """
+    kind = kind or TrainConfig
+    if name_or_path.endswith(".py"):
+        if not os.path.isfile(name_or_path):
+            raise ConfigError(f"config file {name_or_path!r} does not exist")
+        spec = importlib.util.spec_from_file_location("recipe_config", name_or_path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    else:
+        if name_or_path not in shipped_configs(RunConfig):
+            raise ConfigError(
+                f"unknown config {name_or_path!r}; shipped: "
+                f"{', '.join(shipped_configs(kind))}; or pass a .py file"
+            )
+        module = _config_module(name_or_path)
+    config = module.get_config()
+    if not _is_kind(config, kind):
+        raise ConfigError(
+            f"config {name_or_path!r} gives a {type(config).__name__}, "
+            f"not a {kind.__name__}"
+        )
+    return config
+
+
+def shipped_configs(kind: type = None) -> list[str]:
+    """Names of the shipped configs (`keras_vit/recipes/configs/`) of class
+    `kind`.
+
+    `kind` defaults to `TrainConfig`; `RunConfig` lists every config.
+    """
+    kind = kind or TrainConfig
+    folder = os.path.dirname(__file__)
+    names = sorted(
+        name[:-3]
+        for name in os.listdir(folder)
+        if name.endswith(".py") and name not in ("__init__.py", "base.py")
+    )
+    return [name for name in names if _is_kind(_config_module(name).get_config(), kind)]
+
+
+def _config_module(name: str):
+    return importlib.import_module(f"keras_vit.recipes.configs.{name}")
+
+
+def _is_kind(config, kind) -> bool:
+    """`config` is of the recipe's own class (any config for `RunConfig`):
+    `recipes.train` does not take a `CompareConfig`, though it extends
+    `TrainConfig`."""
+    return isinstance(config, kind) if kind is RunConfig else type(config) is kind
+
+
+def _cnn_row(architecture: str, variant: str):
+    from keras_vit.models.cnn import variants
+
+    table = {
+        "resnet": variants.RESNETS,
+        "preact_resnet": variants.PREACT_RESNETS,
+        "alternet": variants.ALTERNETS,
+    }[architecture]
+    return variant in table or f"must be a row of {architecture}: {', '.join(table)}"
+
+
+def _positive_or_none(value):
+    return value is None or value > 0 or "must be positive (or None)"
+
+
+def _within(value, low, high, *, low_open=False, high_open=False):
+    above = value > low if low_open else value >= low
+    below = value < high if high_open else value <= high
+    if above and below:
+        return True
+    return (
+        f"must be in {'(' if low_open else '['}{low}, {high}{')' if high_open else ']'}"
+    )
+
+
+def _choice(value, choices):
+    # `True == 1`: compare types too, so that verbose=True is refused.
+    if any(value == c and type(value) is type(c) for c in choices):
+        return True
+    return f"must be one of {', '.join(map(repr, choices))}"
+
+
+def _size_ok(size):
+    sides = (size, size) if isinstance(size, int) else tuple(size)
+    if len(sides) == 2 and all(isinstance(s, int) and s > 0 for s in sides):
+        return True
+    return "must be a positive int or (height, width)"
+
+
+def _name(hint) -> str:
+    return getattr(hint, "__name__", None) or str(hint).replace("typing.", "")

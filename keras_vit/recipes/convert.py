@@ -1,0 +1,197 @@
+"""Converts an original `.npz` (or timm / Hugging Face `.safetensors`)
+checkpoint into a Keras `.weights.h5` or `.keras` file.
+
+Usage:
+
+    python -m recipes.convert in.npz out.weights.h5 --variant B/16
+    python -m recipes.convert in.npz out.keras --variant B/16 --image-size 384
+    python -m recipes.convert vit.safetensors out.weights.h5 --variant S/16
+
+The model is built from the checkpoint's own shapes unless told otherwise:
+its head width (`--num-classes`), `pre_logits` width
+(`--representation-size`), class token (else `gap` pooling) and resolution
+(`--image-size`; the position embedding is resampled when it differs). The
+same checks as `keras_vit.weights.load_weights` apply, so a file converted
+without error loads into a model built with the same arguments.
+`--num-classes 0` converts the encoder alone (`include_top=False`), as in
+every other command. An existing output is kept unless `--overwrite`; the
+output is written whole or not at all. Argument errors are one line
+(`error: ...`, exit status 2); a checkpoint that does not fit exits with 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+
+# The command-line conventions every keras_vit command shares (sizes as 224,
+# 224,320 or 224x320; class counts with 0 = no head; one-line errors).
+from keras_vit.recipes import cli
+
+
+def _optional_int(text: str) -> int | None:
+    if text.lower() in ("none", "0"):
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a width: {text!r}") from None
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = cli.ArgumentParser(
+        prog=cli.prog("convert"),
+        description="Convert a ViT checkpoint (.npz or .safetensors) into a "
+        "Keras .weights.h5 or .keras file.",
+    )
+    parser.add_argument("checkpoint", help="input .npz or .safetensors file")
+    parser.add_argument("output", help="output .weights.h5 or .keras file")
+    parser.add_argument(
+        "--variant",
+        help="model variant, e.g. B/16 or R50+B/16 (read off an .npz when "
+        "omitted; required for .safetensors)",
+    )
+    parser.add_argument(
+        "--image-size",
+        type=cli.image_size_arg,
+        help="model resolution: 224, 224,320 or 224x320 (default: the checkpoint's)",
+    )
+    parser.add_argument(
+        "--num-classes",
+        type=cli.num_classes_arg,
+        help="head width (default: the checkpoint's; a different value "
+        "gives a zero-initialised head; 0 converts no head: include_top=False)",
+    )
+    parser.add_argument(
+        "--representation-size",
+        type=_optional_int,
+        default=-1,
+        help="pre_logits width, or 'none' to drop it (default: the checkpoint's)",
+    )
+    parser.add_argument(
+        "--resample-method",
+        choices=("bilinear", "bicubic"),
+        default="bilinear",
+        help="position-embedding resampling (default: bilinear)",
+    )
+    parser.add_argument(
+        "--overwrite", action="store_true", help="replace an existing output file"
+    )
+    cli.add_verbose_flag(parser)
+    return parser
+
+
+def _read(path: str, variant: str | None) -> dict:
+    from keras_vit.models.variants import parse_variant
+    from keras_vit.weights import read_npz
+    from keras_vit.weights import read_safetensors
+    from keras_vit.weights import to_original_layout
+
+    if path.endswith(".safetensors"):
+        if variant is None:
+            cli.fail("--variant is required for a .safetensors checkpoint")
+        heads = parse_variant(variant).variant.num_heads
+        return to_original_layout(read_safetensors(path), heads)
+    return read_npz(path)
+
+
+def model_arguments(params: dict, args: argparse.Namespace) -> dict:
+    """The `keras_vit.ViT` arguments for a checkpoint and the command line."""
+    from keras_vit.models.variants import parse_variant
+    from keras_vit.weights import architecture
+    from keras_vit.weights import keys
+
+    arch = architecture.describe({k: tuple(v.shape) for k, v in params.items()})
+    variant = args.variant or arch.variant
+    if variant is None:
+        cli.fail(f"cannot name the checkpoint's variant ({arch.name}); pass --variant")
+    spec = parse_variant(variant)
+    class_token = "cls" in params
+    image_size = args.image_size
+    if image_size is None:
+        table = params.get(keys.POSEMB_KEY)
+        if table is None:
+            cli.fail("the checkpoint has no position embedding; pass --image-size")
+        side = math.isqrt(table.shape[1] - int(class_token))
+        image_size = (side * spec.total_stride,) * 2
+    head = params.get(keys.HEAD_KEYS[0])
+    num_classes = args.num_classes
+    if num_classes is None:  # The checkpoint's head, if it has one.
+        num_classes = head.shape[-1] if head is not None else 0
+    representation_size = args.representation_size
+    if representation_size == -1:
+        pre_logits = params.get(keys.PRE_LOGITS_KEYS[0])
+        representation_size = None if pre_logits is None else pre_logits.shape[-1]
+    return dict(
+        variant=variant,
+        image_size=image_size,
+        num_classes=num_classes or 1000,
+        include_top=num_classes > 0,
+        representation_size=representation_size,
+        class_token=class_token,
+        pooling="token" if class_token else "gap",
+    )
+
+
+def convert(args: argparse.Namespace):
+    """Runs the conversion described by parsed command-line `args`."""
+    import keras
+
+    from keras_vit import atomic
+    from keras_vit.models.vit import ViT
+    from keras_vit.weights.loader import load_weights
+
+    print(f"Reading {args.checkpoint}")
+    params = _read(args.checkpoint, args.variant)
+    kwargs = model_arguments(params, args)
+    print(
+        "Building keras_vit.ViT("
+        + ", ".join(f"{k}={v!r}" for k, v in kwargs.items())
+        + ")"
+    )
+    model = ViT(kwargs.pop("variant"), **kwargs)
+    progress = keras.utils.Progbar(len(model.weights), unit_name="weight")
+    notes = load_weights(
+        model,
+        params,
+        resample_method=args.resample_method,
+        keep_pre_logits=False if kwargs["representation_size"] is None else None,
+        progress=progress,
+    )
+    for note in notes:
+        print(note)
+    if args.output.endswith(".keras"):
+        atomic.save_model(model, args.output)
+    else:
+        atomic.save_weights(model, args.output)
+    print(f"Wrote {args.output} ({model.count_params():,} parameters)")
+    return model
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command-line entry point; returns the exit status."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not args.output.endswith((".weights.h5", ".keras")):
+        parser.error("the output must end in .weights.h5 or .keras")
+    if not os.path.isfile(args.checkpoint):
+        parser.error(f"no checkpoint file at {args.checkpoint!r}")
+    if os.path.exists(args.output) and not args.overwrite:
+        parser.error(f"{args.output} already exists; pass --overwrite to replace it")
+    cli.quiet_tensorflow(args.tf_logs)
+    from keras_vit.weights.errors import CheckpointError
+
+    try:
+        convert(args)
+    except (CheckpointError, FileNotFoundError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    except ValueError as error:  # A model argument that cannot be built.
+        cli.fail(str(error).splitlines()[0])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

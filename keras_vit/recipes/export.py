@@ -1,0 +1,146 @@
+"""Exports a ViT to `saved_models/<name>/<version>/` for TF Serving.
+
+The SavedModel has the signatures `serving_default` (uint8 images),
+`serving_float`, `serving_bytes` (JPEG/PNG bytes) and `features`; see
+`docs/serving.md`. Optionally also a LiteRT (`.tflite`) and an ONNX file,
+written next to the version directory as `<base>/<name>/<version>.tflite`
+and `<version>.onnx` (TF Serving only loads numeric directories).
+
+Usage:
+
+```bash
+python -m recipes.export --model digits_vit.keras --name digits_vit --version 1
+python -m recipes.export --variant B/16 --weights vit_b16.weights.h5 \
+    --num-classes 10 --class-names classes.txt --name vit_b16 --version 2 \
+    --image-size 384 --tflite --onnx
+```
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import pathlib
+import sys
+
+from keras_vit.recipes import cli
+
+
+def build_parser() -> cli.ArgumentParser:
+    parser = cli.ArgumentParser(
+        prog=cli.prog("export"),
+        description=__doc__.split("\n\n")[0],
+    )
+    cli.add_model_arguments(parser, "--model-image-size")
+    parser.add_argument("--name", required=True, help="model name: the directory")
+    parser.add_argument(
+        "--version", type=int, required=True, help="a positive integer version"
+    )
+    parser.add_argument(
+        "--base-dir", default="saved_models", help="default: saved_models"
+    )
+    parser.add_argument(
+        "--image-size",
+        type=cli.image_size_arg,
+        default=None,
+        help="serve at another resolution, e.g. 384 or 384x512 (position "
+        "embeddings resampled); default: the model's",
+    )
+    parser.add_argument(
+        "--class-names", help="a text file with one class name per line"
+    )
+    parser.add_argument("--top-k", type=int, default=5, help="default: 5")
+    parser.add_argument(
+        "--crop-fraction",
+        type=float,
+        default=1.0,
+        help="central crop of decoded images before resizing (default 1.0: "
+        "plain resize)",
+    )
+    parser.add_argument("--overwrite", action="store_true", help="replace the version")
+    parser.add_argument(
+        "--tflite", action="store_true", help="also write <version>.tflite"
+    )
+    parser.add_argument("--onnx", action="store_true", help="also write <version>.onnx")
+    cli.add_verbose_flag(parser)
+    return parser
+
+
+def read_class_names(path: str) -> list[str]:
+    lines = pathlib.Path(path).read_text(encoding="utf-8").splitlines()
+    return [line.strip() for line in lines if line.strip()]
+
+
+def main(argv: list[str] | None = None) -> pathlib.Path:
+    """Command-line entry point; returns the SavedModel directory.
+
+    Every argument error is one line (`error: ...`, exit status 2), checked
+    before TensorFlow is imported where it can be.
+    """
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.version <= 0:
+        parser.error(f"--version must be a positive integer, not {args.version}")
+    if args.model and args.weights:
+        parser.error("--weights goes with --variant, not --model")
+    model_dir = pathlib.Path(args.base_dir) / args.name
+    # Fail before loading a model that cannot be written.
+    if (model_dir / str(args.version)).exists() and not args.overwrite:
+        cli.fail(
+            f"not exported: {model_dir / str(args.version)} already exists; "
+            "use a new --version, or --overwrite"
+        )
+    if args.onnx and importlib.util.find_spec("tf2onnx") is None:
+        cli.fail("--onnx needs tf2onnx: pip install tf2onnx onnxruntime")
+    class_names = None
+    if args.class_names:
+        try:
+            class_names = read_class_names(args.class_names)
+        except OSError as error:
+            cli.fail(f"--class-names: {error.strerror}: {args.class_names}")
+        if args.variant and args.num_classes and len(class_names) != args.num_classes:
+            cli.fail(
+                f"--class-names lists {len(class_names)} names for "
+                f"--num-classes {args.num_classes}"
+            )
+    cli.quiet_tensorflow(args.tf_logs)
+    from keras_vit.export import export
+    from keras_vit.export import export_onnx
+    from keras_vit.export import export_tflite
+    from keras_vit.export.savedmodel import METADATA_FILE
+
+    try:
+        model = cli.model_from_args(args)
+        path = export(
+            model,
+            model_dir / str(args.version),
+            class_names=class_names,
+            top_k=args.top_k,
+            overwrite=args.overwrite,
+            image_size=args.image_size,
+            crop_fraction=args.crop_fraction,
+        )
+    except FileExistsError as error:  # Appeared while the model loaded.
+        cli.fail(f"not exported: {error}")
+    except ValueError as error:  # E.g. a class-names count the model lacks.
+        cli.fail(str(error).splitlines()[0])
+    info = json.loads((path / METADATA_FILE).read_text())
+    print(
+        f"SavedModel: {path}  (image size {info['image_size']}, signatures "
+        f"{', '.join(info['signatures'])})"
+    )
+    if args.tflite:
+        tflite = export_tflite(
+            path, model_dir / f"{args.version}.tflite", overwrite=args.overwrite
+        )
+        print(f"LiteRT:     {tflite}")
+    if args.onnx:
+        onnx = export_onnx(
+            path, model_dir / f"{args.version}.onnx", overwrite=args.overwrite
+        )
+        print(f"ONNX:       {onnx}")
+    return path
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
