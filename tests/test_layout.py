@@ -111,15 +111,27 @@ _LAYER_NAMES = {
 _NOT_LAYER_NAMES = {
     # A weight name (`posembed_input/embedding`) in the no-decay rule.
     ("keras_vit/training/optimizers.py", "embedding"),
-    # timm's parameter name (`dist_token`) in the safetensors key table.
-    ("keras_vit/weights/safetensors.py", "dist_token"),
+    # The original checkpoint layout's key parts, spelled once in the weights
+    # vocabulary: they match the layers' names because those were chosen to
+    # match them, but a file's keys must not follow a renamed layer.
+    ("keras_vit/weights/keys.py", "embedding"),
+    ("keras_vit/weights/keys.py", "fc_norm"),
+    ("keras_vit/weights/keys.py", "pre_logits"),
+    ("keras_vit/weights/keys.py", "head"),
+    ("keras_vit/weights/keys.py", "head_dist"),
+    # keras-hub's and timm's own parameter names in their dialects' tables.
+    ("keras_vit/weights/dialects/keras_hub.py", "class_token"),
+    ("keras_vit/weights/dialects/keras_hub.py", "pre_logits"),
+    ("keras_vit/weights/dialects/keras_hub.py", "register_tokens"),
+    ("keras_vit/weights/dialects/timm.py", "dist_token"),
+    ("keras_vit/weights/dialects/timm.py", "head"),
+    ("keras_vit/weights/dialects/timm.py", "fc_norm"),
+    ("keras_vit/weights/dialects/timm.py", "head_dist"),
     # Encoder options named like the layers they add, in the options'
     # own validation messages.
     ("keras_vit/models/options.py", "class_token"),
     ("keras_vit/models/options.py", "fc_norm"),
-    # keras-hub's own variable names, in its key table, and a message word.
-    ("keras_vit/interop/keras_hub.py", "class_token"),
-    ("keras_vit/interop/keras_hub.py", "register_tokens"),
+    # A word of a refusal message ("fc_norm" has no keras-hub counterpart).
     ("keras_vit/interop/keras_hub.py", "fc_norm"),
 }
 

@@ -60,7 +60,7 @@ def test_the_wheel_holds_keras_vit_and_its_recipes_not_a_top_level_recipes(insta
     assert not [n for n in names if n.startswith("recipes/")]
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
     text = zipfile.ZipFile(wheel).read(entry_points).decode()
-    assert "keras-vit = keras_vit.recipes.__main__:main" in text
+    assert "keras-vit = keras_vit.recipes.__main__:console" in text
 
 
 def test_an_installed_user_runs_the_recipes_with_keras_vit(installed, tmp_path):

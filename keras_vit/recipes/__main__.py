@@ -54,5 +54,12 @@ def main(argv: list[str] | None = None, *, invoked_as: str = "keras-vit {command
     return module.main(argv[1:])
 
 
+def console() -> int:
+    """The `keras-vit` console script: runs `main`, exits 0 when it returns
+    (every failure exits earlier, with its own status and one line)."""
+    main()
+    return 0
+
+
 if __name__ == "__main__":
     main()
