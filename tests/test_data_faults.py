@@ -271,7 +271,7 @@ def test_a_split_without_some_classes_keeps_the_training_labels(tmp_path, caplog
 
 
 def test_few_shot_pools_label_by_the_training_classes(tmp_path):
-    from keras_vit.recipes import fewshot
+    from keras_vit.analysis import fewshot
 
     _fruit_split(tmp_path / "train", ("apple", "banana", "cherry"), per_class=3)
     _fruit_split(tmp_path / "test", ("banana", "cherry"), shade=200)

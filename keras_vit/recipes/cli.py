@@ -30,6 +30,8 @@ import signal
 import sys
 import threading
 
+from keras_vit.recipes.configs.base import parse_image_size
+
 EXIT_USAGE = 2  # A bad argument or config value, as argparse exits.
 EXIT_FAILED = 1  # The run itself failed (e.g. diverged, a full disk).
 EXIT_FINISHED = 3  # The run had already finished: nothing was done.
@@ -145,24 +147,6 @@ def interrupted(error: KeyboardInterrupt):
         f"interrupted ({how}) {where}; {hint}",
         EXIT_SIGTERM if terminated else EXIT_SIGINT,
     )
-
-
-def parse_image_size(text: str) -> tuple[int, int]:
-    """`"224"` -> `(224, 224)`; `"224,320"` or `"224x320"` -> `(224, 320)`.
-
-    Raises:
-        ValueError: not one or two positive integers.
-    """
-    parts = str(text).lower().replace("x", ",").split(",")
-    try:
-        sides = tuple(int(part) for part in parts)
-    except ValueError:
-        sides = ()
-    if len(sides) == 1:
-        sides *= 2
-    if len(sides) != 2 or min(sides) <= 0:
-        raise ValueError(f"not an image size: {text!r} (use 224, 224,320 or 224x320)")
-    return sides
 
 
 def image_size_arg(text: str) -> tuple[int, int]:
@@ -354,3 +338,115 @@ def _load_file(keras, path: str):
 
 def _pair(size) -> tuple[int, int]:
     return (size, size) if isinstance(size, int) else tuple(size)
+
+
+# -- the recipes that run a config ---------------------------------------------
+def add_run_arguments(parser, configs: list[str], default: str = "digits") -> None:
+    """The arguments of the recipes that run a config (`train`,
+    `pretrain_masked`, `compare`): `--config`, `--set`, `--strategy`,
+    `--fresh`, `--allow-changes`, `--tf-logs`."""
+    parser.add_argument(
+        "--config",
+        default=default,
+        help=f"a shipped config ({', '.join(configs)}) or a .py file defining "
+        f"get_config(); default: {default}",
+    )
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a config field, e.g. --set epochs=3 --set "
+        "image_size=32x48 --set crop_area_range='(0.5, 1.0)'; repeatable",
+    )
+    parser.add_argument(
+        "--strategy",
+        default=None,
+        help="force a distribution strategy: auto, default, one_device, "
+        "mirrored, multi_worker, tpu (same as --set strategy=...)",
+    )
+    parser.add_argument(
+        "--fresh",
+        action="store_true",
+        help="start again: move what a previous run left in the run directory "
+        "(its backup, results, models, logs) aside, to old-<UTC time>/ in it",
+    )
+    parser.add_argument(
+        "--allow-changes",
+        action="store_true",
+        help="resume from a backup made with another config (e.g. a lower "
+        "learning_rate after a divergence)",
+    )
+    add_verbose_flag(parser)
+
+
+def parse_config(args, kind) -> object:
+    """The config the command line names, or a one-line error (exit 2)."""
+    from keras_vit.recipes.configs.base import ConfigError
+    from keras_vit.recipes.configs.base import load_config
+    from keras_vit.recipes.configs.base import override
+
+    assignments = list(args.set)
+    if args.strategy:
+        assignments.append(f"strategy={args.strategy}")
+    try:
+        return override(load_config(args.config, kind), assignments)
+    except ConfigError as error:
+        fail(str(error))
+
+
+def run_command(run_fn, kind, parser, argv, aliases=None, precheck=None):
+    """Runs a config recipe from its command line; returns `run_fn`'s result.
+
+    Args:
+        run_fn: `run_fn(config, fresh=..., allow_changes=...)`, the recipe.
+        kind: Its config class.
+        parser: A parser with `add_run_arguments`.
+        argv: The command-line arguments.
+        aliases: `{old config name: config name}`.
+        precheck: `precheck(config)`, raising `ConfigError` for what can be
+            refused before TensorFlow is imported (e.g. a missing file).
+
+    Every failure is one line on stderr (`error: ...`) and an exit status:
+    2 an argument or config error, or the run directory is in use by
+    another run; 1 the run failed (diverged, a full disk); 3 the run had
+    already finished (nothing was done); 130 Ctrl-C, 143 SIGTERM (the line
+    says how to resume).
+    """
+    from keras_vit.recipes.configs.base import ConfigError
+
+    args = parser.parse_args(argv)
+    args.config = (aliases or {}).get(args.config, args.config)
+    config = parse_config(args, kind)
+    if precheck is not None:
+        try:
+            precheck(config)
+        except ConfigError as error:
+            fail(str(error))
+    with handle_termination():
+        try:
+            quiet_tensorflow(args.tf_logs)
+            from keras_vit.atomic import DiskFull
+            from keras_vit.recipes.common import RunDiverged
+            from keras_vit.recipes.common import RunFinished
+            from keras_vit.recipes.common import WorkdirBusy
+
+            try:
+                return run_fn(
+                    config, fresh=args.fresh, allow_changes=args.allow_changes
+                )
+            except (ConfigError, WorkdirBusy) as error:
+                fail(str(error))
+            except RunFinished as error:
+                fail(str(error), EXIT_FINISHED)
+            except RunDiverged as error:
+                fail(str(error), EXIT_FAILED)
+            except DiskFull as error:
+                hint = getattr(error, "resume_hint", "rerun the same command")
+                fail(
+                    f"{error}; what was written before is whole: free some space, "
+                    f"then {hint}",
+                    EXIT_FAILED,
+                )
+        except KeyboardInterrupt as error:  # Ctrl-C, or SIGTERM (`Terminated`).
+            interrupted(error)

@@ -785,7 +785,7 @@ def fewshot_callback(
 ):
     """The few-shot linear evaluation callback: pools drawn and held once."""
     from keras_vit.analysis.fewshot import FewShotCallback
-    from keras_vit.recipes.fewshot import few_shot_pools
+    from keras_vit.analysis.fewshot import few_shot_pools
 
     train, test, _ = few_shot_pools(
         dataset,

@@ -576,15 +576,13 @@ def _finite(value):
 
 # -- command line --------------------------------------------------------------
 def build_parser() -> cli.ArgumentParser:
-    from keras_vit.recipes.train import add_run_arguments
-
     parser = cli.ArgumentParser(
         prog=cli.prog("compare"),
         description="Park & Kim's comparison: train a ViT, ResNets and AlterNet "
         "and test the paper's claims with the authors' protocols "
         "(see docs/analysis.md).",
     )
-    add_run_arguments(parser, shipped_configs(CompareConfig), "compare")
+    cli.add_run_arguments(parser, shipped_configs(CompareConfig), "compare")
     return parser
 
 
@@ -594,9 +592,7 @@ def main(argv: list[str] | None = None) -> dict:
     Exits with status 2 on an argument or config error (one line), 1 when a
     training run diverged.
     """
-    from keras_vit.recipes.train import command
-
-    return command(run, CompareConfig, build_parser(), argv)
+    return cli.run_command(run, CompareConfig, build_parser(), argv)
 
 
 if __name__ == "__main__":

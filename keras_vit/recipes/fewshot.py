@@ -54,84 +54,6 @@ def load_model(
     )
 
 
-def source_labels(source):
-    """The labels of a source, in order, without decoding any image."""
-    import numpy as np
-
-    labels = source.dataset.map(lambda image, label: label).batch(4096)
-    return np.concatenate([np.asarray(batch) for batch in labels]).astype("int64")
-
-
-def select(source, indices):
-    """The sub-source holding the elements at `indices` (in source order)."""
-    import dataclasses
-
-    import numpy as np
-    import tensorflow as tf
-
-    keep = tf.constant(np.unique(indices), tf.int64)
-
-    def wanted(index, element):
-        return tf.reduce_any(tf.equal(index, keep))
-
-    dataset = (
-        source.dataset.enumerate().filter(wanted).map(lambda index, element: element)
-    )
-    return dataclasses.replace(
-        source, dataset=dataset, num_examples=len(keep), name=f"{source.name} (drawn)"
-    )
-
-
-def few_shot_pools(
-    dataset: str,
-    *,
-    train_split: str,
-    test_split: str,
-    image_size: int | tuple[int, int],
-    channels: int,
-    shots=SHOTS,
-    seed: int = 0,
-    trials: int = 1,
-    data_dir: str | None = None,
-    max_test_examples: int | None = None,
-    batch_size: int = 128,
-):
-    """The labelled pools of a few-shot evaluation, as `tf.data` pipelines.
-
-    Returns:
-        `(train, test, subsets)`: `train` yields the drawn training images
-        (the union of every trial's `max(shots)` per class) with their labels,
-        in source order; `test` the test split (cut to `max_test_examples`);
-        `subsets[t]` gives trial `t`'s `{shots: positions}` into `train`.
-    """
-    import dataclasses
-
-    import numpy as np
-
-    from keras_vit import data
-    from keras_vit.analysis import fewshot
-
-    train_source = data.load_source(dataset, train_split, data_dir)
-    labels = source_labels(train_source)
-    draws = [fewshot.sample_shots(labels, shots, seed + t) for t in range(trials)]
-    used = np.unique(np.concatenate([i for draw in draws for i in draw.values()]))
-    subsets = [{s: np.searchsorted(used, i) for s, i in d.items()} for d in draws]
-    options = dict(
-        image_size=image_size, global_batch_size=batch_size, channels=channels
-    )
-    train = data.eval_dataset(select(train_source, used), **options)
-    test_source = data.load_source(dataset, test_split, data_dir)
-    data.check_disjoint(train_source, test_source)  # No test image drawn as a shot.
-    if max_test_examples:
-        test_source = dataclasses.replace(
-            test_source,
-            dataset=test_source.dataset.take(max_test_examples),
-            num_examples=min(max_test_examples, test_source.num_examples),
-        )
-    test = data.eval_dataset(test_source, **options)
-    return train, test, subsets
-
-
 def evaluate(
     model,
     dataset: str = "digits",
@@ -153,6 +75,8 @@ def evaluate(
     from keras_vit.analysis import fewshot
 
     height, width, channels = model.input_shape[1:4]
+    from keras_vit.analysis.fewshot import few_shot_pools
+
     train, test, subsets = few_shot_pools(
         dataset,
         train_split=train_split,

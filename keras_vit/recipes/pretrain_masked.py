@@ -211,28 +211,24 @@ def _save(config: PretrainConfig, run_, model, source, final: dict, trained):
 
 
 def build_parser() -> cli.ArgumentParser:
-    from keras_vit.recipes.train import add_run_arguments
-
     parser = cli.ArgumentParser(
         prog=cli.prog("pretrain_masked"),
         description="Masked patch prediction pre-training "
         "(see docs/self_supervision.md).",
     )
-    add_run_arguments(parser, shipped_configs(PretrainConfig), "masked_digits")
+    cli.add_run_arguments(parser, shipped_configs(PretrainConfig), "masked_digits")
     return parser
 
 
 def main(argv: list[str] | None = None) -> dict:
     """Command-line entry point; returns `run`'s result.
 
-    Exits as `recipes.train.command` says: 2 on an argument or config error
+    Exits as `keras_vit.recipes.cli.run_command` says: 2 on an argument or config error
     or a run directory in use, 1 when the run failed (diverged, a full
     disk), 3 when it had already finished, 130/143 on Ctrl-C/SIGTERM; every
     failure is one line.
     """
-    from keras_vit.recipes.train import command
-
-    return command(run, PretrainConfig, build_parser(), argv, ALIASES)
+    return cli.run_command(run, PretrainConfig, build_parser(), argv, ALIASES)
 
 
 if __name__ == "__main__":

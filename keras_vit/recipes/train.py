@@ -30,8 +30,6 @@ import sys
 from keras_vit.recipes import cli
 from keras_vit.recipes.configs.base import ConfigError
 from keras_vit.recipes.configs.base import TrainConfig
-from keras_vit.recipes.configs.base import load_config
-from keras_vit.recipes.configs.base import override
 from keras_vit.recipes.configs.base import shipped_configs
 
 
@@ -384,107 +382,15 @@ def build_parser() -> cli.ArgumentParser:
         prog=cli.prog("train"),
         description="Train or fine-tune a ViT with model.fit (see docs/training.md).",
     )
-    add_run_arguments(parser, shipped_configs(TrainConfig))
+    cli.add_run_arguments(parser, shipped_configs(TrainConfig))
     return parser
-
-
-def add_run_arguments(parser, configs: list[str], default: str = "digits") -> None:
-    """The arguments `recipes.train` and `recipes.pretrain_masked` share."""
-    parser.add_argument(
-        "--config",
-        default=default,
-        help=f"a shipped config ({', '.join(configs)}) or a .py file defining "
-        f"get_config(); default: {default}",
-    )
-    parser.add_argument(
-        "--set",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a config field, e.g. --set epochs=3 --set "
-        "image_size=32x48 --set crop_area_range='(0.5, 1.0)'; repeatable",
-    )
-    parser.add_argument(
-        "--strategy",
-        default=None,
-        help="force a distribution strategy: auto, default, one_device, "
-        "mirrored, multi_worker, tpu (same as --set strategy=...)",
-    )
-    parser.add_argument(
-        "--fresh",
-        action="store_true",
-        help="start again: move what a previous run left in the run directory "
-        "(its backup, results, models, logs) aside, to old-<UTC time>/ in it",
-    )
-    parser.add_argument(
-        "--allow-changes",
-        action="store_true",
-        help="resume from a backup made with another config (e.g. a lower "
-        "learning_rate after a divergence)",
-    )
-    cli.add_verbose_flag(parser)
-
-
-def parse_config(args, kind) -> object:
-    """The config the command line names, or a one-line error (exit 2)."""
-    assignments = list(args.set)
-    if args.strategy:
-        assignments.append(f"strategy={args.strategy}")
-    try:
-        return override(load_config(args.config, kind), assignments)
-    except ConfigError as error:
-        cli.fail(str(error))
-
-
-def command(run_fn, kind, parser, argv, aliases=None):
-    """Runs a training recipe from its command line; returns `run_fn`'s result.
-
-    Every failure is one line on stderr (`error: ...`) and an exit status:
-    2 an argument or config error, or the run directory is in use by
-    another run; 1 the run failed (diverged, a full disk); 3 the run had
-    already finished (nothing was done); 130 Ctrl-C, 143 SIGTERM (the line
-    says how to resume).
-    """
-    args = parser.parse_args(argv)
-    args.config = (aliases or {}).get(args.config, args.config)
-    config = parse_config(args, kind)
-    if hasattr(config, "init_from"):
-        try:
-            check_init_from(config)
-        except ConfigError as error:
-            cli.fail(str(error))
-    with cli.handle_termination():
-        try:
-            cli.quiet_tensorflow(args.tf_logs)
-            from keras_vit.atomic import DiskFull
-            from keras_vit.recipes.common import RunDiverged
-            from keras_vit.recipes.common import RunFinished
-            from keras_vit.recipes.common import WorkdirBusy
-
-            try:
-                return run_fn(
-                    config, fresh=args.fresh, allow_changes=args.allow_changes
-                )
-            except (ConfigError, WorkdirBusy) as error:
-                cli.fail(str(error))
-            except RunFinished as error:
-                cli.fail(str(error), cli.EXIT_FINISHED)
-            except RunDiverged as error:
-                cli.fail(str(error), cli.EXIT_FAILED)
-            except DiskFull as error:
-                hint = getattr(error, "resume_hint", "rerun the same command")
-                cli.fail(
-                    f"{error}; what was written before is whole: free some space, "
-                    f"then {hint}",
-                    cli.EXIT_FAILED,
-                )
-        except KeyboardInterrupt as error:  # Ctrl-C, or SIGTERM (`Terminated`).
-            cli.interrupted(error)
 
 
 def main(argv: list[str] | None = None) -> dict:
     """Command-line entry point; returns `run`'s result (see `command`)."""
-    return command(run, TrainConfig, build_parser(), argv)
+    return cli.run_command(
+        run, TrainConfig, build_parser(), argv, precheck=check_init_from
+    )
 
 
 if __name__ == "__main__":

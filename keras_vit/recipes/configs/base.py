@@ -31,7 +31,6 @@ import types
 import typing
 
 from keras_vit.models.options import EncoderOptions
-from keras_vit.recipes.cli import parse_image_size
 
 # The choices of keras_vit.training, repeated here so that a config is
 # checked without importing TensorFlow (tests/test_cli.py checks they agree).
@@ -649,6 +648,24 @@ def _cnn_row(architecture: str, variant: str):
         "alternet": variants.ALTERNETS,
     }[architecture]
     return variant in table or f"must be a row of {architecture}: {', '.join(table)}"
+
+
+def parse_image_size(text: str) -> tuple[int, int]:
+    """`"224"` -> `(224, 224)`; `"224,320"` or `"224x320"` -> `(224, 320)`.
+
+    Raises:
+        ValueError: not one or two positive integers.
+    """
+    parts = str(text).lower().replace("x", ",").split(",")
+    try:
+        sides = tuple(int(part) for part in parts)
+    except ValueError:
+        sides = ()
+    if len(sides) == 1:
+        sides *= 2
+    if len(sides) != 2 or min(sides) <= 0:
+        raise ValueError(f"not an image size: {text!r} (use 224, 224,320 or 224x320)")
+    return sides
 
 
 def _positive_or_none(value):
