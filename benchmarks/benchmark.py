@@ -11,7 +11,7 @@ Usage:
     python benchmarks/benchmark.py --quick          # ~5 minutes
     python benchmarks/benchmark.py                  # all cases, ~25 minutes
     python benchmarks/benchmark.py --only 'infer B/16@224 b8'
-    python benchmarks/benchmark.py --side-by-side --rounds 2   # vs timm, ~60 min
+    python benchmarks/benchmark.py --side-by-side --rounds 2   # vs timm, ~30 min
     python benchmarks/benchmark.py --finetune      # int8/int4, remat, LoRA
     python benchmarks/benchmark.py --quick --max-isa AVX2   # an AVX2 machine
     python benchmarks/benchmark.py --report benchmarks/results/results.json
