@@ -11,6 +11,7 @@ Usage:
     python benchmarks/benchmark.py --quick          # ~5 minutes
     python benchmarks/benchmark.py                  # all cases, ~25 minutes
     python benchmarks/benchmark.py --only 'infer B/16@224 b8'
+    python benchmarks/benchmark.py --side-by-side --rounds 2   # vs timm, ~30 min
     python benchmarks/benchmark.py --finetune      # int8/int4, remat, LoRA
     python benchmarks/benchmark.py --quick --max-isa AVX2   # an AVX2 machine
     python benchmarks/benchmark.py --report benchmarks/results/results.json
@@ -41,6 +42,7 @@ from cases import Case  # noqa: E402
 from cases import finetune_cases  # noqa: E402
 from cases import full_cases  # noqa: E402
 from cases import quick_cases  # noqa: E402
+from cases import side_by_side_cases  # noqa: E402
 from hardware import detect_machine  # noqa: E402
 from hardware import load_average  # noqa: E402
 from hardware import sgemm_probe  # noqa: E402
@@ -269,6 +271,12 @@ def parse_args(argv):
         "--finetune", action="store_true", help="quantization, remat and LoRA cases"
     )
     parser.add_argument(
+        "--side-by-side",
+        action="store_true",
+        help="ours vs timm's best modes: float32, bfloat16, int8 inference, "
+        "first and steady training steps, peak RSS",
+    )
+    parser.add_argument(
         "--rounds", type=int, default=1, help="repeat all cases, alternating order"
     )
     parser.add_argument("--only", help="regular expression on the case names")
@@ -307,6 +315,8 @@ def main(argv=None) -> int:
         return 0
     if args.finetune:
         cases = finetune_cases()
+    elif args.side_by_side:
+        cases = side_by_side_cases()
     else:
         cases = quick_cases() if args.quick else full_cases()
     if args.only:
@@ -317,7 +327,15 @@ def main(argv=None) -> int:
         return 0 if cases else 1
     meta = {
         "date": datetime.datetime.now().strftime("%Y-%m-%d %H:%M"),
-        "mode": "finetune" if args.finetune else "quick" if args.quick else "full",
+        "mode": (
+            "finetune"
+            if args.finetune
+            else "side-by-side"
+            if args.side_by_side
+            else "quick"
+            if args.quick
+            else "full"
+        ),
         "rounds": args.rounds,
         "python": platform.python_version(),
         "load_start": load_average(),

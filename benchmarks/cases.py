@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass
 
 IMPLEMENTATIONS = ("keras_vit", "timm", "keras_hub", "data")
-PRECISIONS = ("float32", "bfloat16")
+PRECISIONS = ("float32", "bfloat16", "int8")
 
 
 @dataclass(frozen=True)
@@ -30,15 +30,25 @@ class Case:
             policy: bfloat16 variables), `"predict+dynamic"` (keras_vit built
             with `dynamic_image_size=True`), `"predict+int8"` or
             `"predict+int4"` (keras_vit after `keras_vit.finetune.quantize`,
-            head in float); `"train"`, `"train+xla"`, `"train+remat"`
+            head in float), `"litert"` (keras_vit exported with
+            `export_tflite(quantize="int8")`, run by LiteRT's interpreter
+            on uint8 images: the int8 serving path); `"train"`,
+            `"train+xla"`, `"train+remat"`
             (`keras_vit.ViT(remat=True)`) or `"train+lora"` (rank 8 on
             q/k/v, out and MLP; `train_on_batch`); `"predict+jax"` and
             `"train+jax"`: the same on Keras's JAX backend (XLA-compiled
             steps); `"eager"` or `"compile"` (timm
-            with `torch.compile`); for the data pipeline, `"crop+flip"` or
+            with `torch.compile`), `"compile+freeze"` (inference with
+            Inductor's weight freezing, as Intel recommends on CPUs),
+            `"dynamic"` (timm after `torch.ao.quantization.quantize_dynamic`
+            of its `nn.Linear` layers, int8), `"pt2e+compile"` (timm
+            quantized to int8 by torchao's PT2E flow with
+            `X86InductorQuantizer`, calibrated on the input batch, then
+            `torch.compile` with freezing); for the data pipeline, `"crop+flip"` or
             `"crop+flip+randaugment"`.
-        precision: `"float32"` or `"bfloat16"` (Keras `mixed_bfloat16`;
-            timm `torch.autocast(dtype=torch.bfloat16)`).
+        precision: `"float32"`, `"bfloat16"` (Keras `mixed_bfloat16`;
+            timm `torch.autocast(dtype=torch.bfloat16)`) or `"int8"`
+            (int8 weights and matrix products; see the modes).
         variant: ViT size and patch, e.g. `"B/16"`.
         image_size: Square input side.
         batch: Images per call or step.
@@ -101,7 +111,7 @@ def quick_cases() -> list[Case]:
     infer = [(KV, "predict"), (TIMM, "eager"), (HUB, "predict")]
     train = [(KV, "train"), (TIMM, "eager"), (KV, "train+jax")]
     cases = []
-    for precision in PRECISIONS:
+    for precision in ("float32", "bfloat16"):
         cases += _scenario("infer", "B/16", 224, 8, precision, infer, 1, 3)
     cases += _scenario(
         "infer",
@@ -115,6 +125,34 @@ def quick_cases() -> list[Case]:
     )
     cases += _scenario("train", "S/16", 224, 32, "float32", train, 1, 3)
     cases.append(Case("data", "data", "crop+flip", "float32", "S/16", 224, 32, 2, 10))
+    return cases
+
+
+def side_by_side_cases() -> list[Case]:
+    """What users feel, ours against timm's best modes (`--side-by-side`).
+
+    Inference at batch 8 for ViT-S/16 and ViT-B/16 in float32, bfloat16 and
+    int8 (timm's eager, compiled-and-frozen and int8 modes), and the ViT-S/16
+    training step at batch 32 in float32 and bfloat16: steady step, first
+    step (the user's path: `compile`, then `train_on_batch`) and peak RSS.
+    """
+    cases = []
+    for variant in ("S/16", "B/16"):
+        modes = {
+            "float32": [(KV, "predict"), (TIMM, "eager"), (TIMM, "compile+freeze")],
+            "bfloat16": [
+                (KV, "predict"),
+                (TIMM, "eager"),
+                (KV, "predict+bf16-weights"),
+                (TIMM, "compile+freeze"),
+            ],
+            "int8": [(KV, "litert"), (TIMM, "dynamic"), (TIMM, "pt2e+compile")],
+        }
+        for precision, entries in modes.items():
+            cases += _scenario("infer", variant, 224, 8, precision, entries, 1, 5)
+    for precision in ("float32", "bfloat16"):
+        entries = [(KV, "train"), (TIMM, "eager")]
+        cases += _scenario("train", "S/16", 224, 32, precision, entries, 0, 3)
     return cases
 
 
@@ -148,7 +186,7 @@ def full_cases() -> list[Case]:
     # Batch 1 and 32, B/16 @384 and L/16 @224: the default modes.
     default = [(KV, "predict"), (TIMM, "eager"), (HUB, "predict")]
     two = [(KV, "predict"), (TIMM, "eager")]
-    for precision in PRECISIONS:
+    for precision in ("float32", "bfloat16"):
         batch1 = default + (
             [(KV, "predict+bf16-weights")] if precision == "bfloat16" else []
         )

@@ -3,12 +3,17 @@
 Both go through the same Keras code path, so only the model differs:
 inference is `model.predict_on_batch` (the `tf.function` Keras builds; with
 `+xla`, `model.compile(jit_compile=True)` first), a training step is
-`model.train_on_batch` after `model.compile(AdamW, sparse cross-entropy)`.
+`model.train_on_batch` after `model.compile(AdamW, sparse cross-entropy)`,
+nothing else: the first step is the one a user waits for.
 bfloat16 is the `mixed_bfloat16` policy (float32 variables, bfloat16 compute);
 the `+bf16-weights` modes build the model under the `bfloat16` policy instead
 (bfloat16 variables). The `+jax` modes run the same calls on Keras's JAX
 backend (`benchmark.py` sets `KERAS_BACKEND` for the worker), where Keras
-compiles every step with XLA.
+compiles every step with XLA. The `litert` mode (int8) is the serving path
+of `docs/performance.md`: the model exported (`keras_vit.export.export`),
+converted with `export_tflite(quantize="int8")` and run by LiteRT's
+interpreter on uint8 images; the export and conversion are timed apart
+(`export_s`), the interpreter's first call is the first call.
 """
 
 from __future__ import annotations
@@ -18,6 +23,8 @@ import os
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 import importlib  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
@@ -82,13 +89,53 @@ def versions(impl: str) -> str:
     return f"{library}, Keras {keras.__version__}, {backend} {module.__version__}"
 
 
-def _no_op():
-    pass
+def litert_int8(case) -> tuple[dict, object]:
+    """The int8 LiteRT interpreter of a fresh keras_vit model, and its cost.
+
+    Returns `({"export_s": ...}, signature runner)`.
+    """
+    from keras_vit.export import export
+    from keras_vit.export import export_tflite
+
+    model = build_keras_vit(case)
+    with tempfile.TemporaryDirectory() as folder:
+        start = time.perf_counter()
+        saved = export(model, f"{folder}/vit/1", warmup=False)
+        path = export_tflite(saved, f"{folder}/vit.int8.tflite", quantize="int8")
+        seconds = time.perf_counter() - start
+        interpreter = _interpreter(str(path))
+    return {"export_s": seconds}, interpreter.get_signature_runner("serving_default")
+
+
+def _interpreter(path: str):
+    """LiteRT's interpreter (`ai_edge_litert`, else TensorFlow's copy of it)."""
+    threads = len(os.sched_getaffinity(0))
+    try:
+        from ai_edge_litert.interpreter import Interpreter
+    except ImportError:
+        import tensorflow as tf
+
+        Interpreter = tf.lite.Interpreter  # noqa: N806
+    return Interpreter(model_path=path, num_threads=threads)
 
 
 def run(case) -> dict:
     """Measures one case; returns the timing dict plus memory and versions."""
     runtime_mb = peak_rss_mb()  # the backend and Keras imported, no model yet
+    if case.mode == "litert":
+        extra, runner = litert_int8(case)
+        rng = np.random.default_rng(0)
+        shape = (case.batch, case.image_size, case.image_size, 3)
+        pixels = rng.integers(0, 256, shape, dtype=np.uint8)
+        result = time_calls(
+            lambda: runner(images=pixels)["logits"], case.warmup, case.iters
+        )
+        result.update(extra, runtime_rss_mb=runtime_mb, versions=versions(case.impl))
+        return result
+    return _run_keras(case, runtime_mb)
+
+
+def _run_keras(case, runtime_mb) -> dict:
     if case.precision == "bfloat16":
         # "bf16-weights": variables stored in bfloat16 (no per-call casts, half
         # the memory); keras_vit keeps its head in float32 either way.
@@ -108,17 +155,10 @@ def run(case) -> dict:
             loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
             jit_compile=jit,
         )
-        prepare = _no_op
-        if case.impl == "keras_vit" and keras.backend.backend() == "tensorflow":
-            # As docs/performance.md says: the optimizer built before the
-            # first step (timed with it), which is then traced once, not twice.
-            from keras_vit.training import build_optimizer
 
-            def prepare():
-                build_optimizer(model)  # a no-op once built
-
+        # The user's path: compile, then train_on_batch (the first call
+        # traces the step and builds the optimizer).
         def step():
-            prepare()
             return model.train_on_batch(images, labels)
 
     else:

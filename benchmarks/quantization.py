@@ -9,9 +9,14 @@ Two measurements, each against the same model in float32:
   `final.keras`): test accuracy.
 
 Modes: `"int8"` and `"int4"` through `keras_vit.finetune.quantize` (head in
-float, as exported). Usage:
+float, as exported), and `"litert-int8"`: the model exported and converted
+with `keras_vit.export.export_tflite(quantize="int8")` (int8 weights,
+activations quantized at run time), run by LiteRT's interpreter through its
+`serving_float` signature on the same pixels. Usage:
 
     python benchmarks/quantization.py --digits runs/digits/final.keras
+    python benchmarks/quantization.py --modes litert-int8 --batch 64 \
+        --digits runs/digits/final.keras
 
 Prints a Markdown table and writes it, with the raw figures as JSON, to
 `--out` (complete files only: temporary file, fsync, rename).
@@ -30,7 +35,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
-MODES = ("int8", "int4")
+MODES = ("int8", "int4", "litert-int8")
 
 
 def _quantized(build, mode):
@@ -43,12 +48,50 @@ def _quantized(build, mode):
     return model
 
 
+class LiteRTInt8:
+    """A model exported as int8 LiteRT; `predict_on_batch` of `[-1, 1]` images."""
+
+    def __init__(self, model):
+        import tempfile
+
+        import tensorflow as tf
+
+        from keras_vit.export import export
+        from keras_vit.export import export_tflite
+
+        with tempfile.TemporaryDirectory() as folder:
+            saved = export(model, f"{folder}/m/1", warmup=False)
+            path = export_tflite(
+                saved,
+                f"{folder}/m.tflite",
+                quantize="int8",
+                signatures=["serving_float"],
+            )
+            self.file_mb = path.stat().st_size / 2**20
+            self.interpreter = tf.lite.Interpreter(
+                model_path=str(path), num_threads=len(os.sched_getaffinity(0))
+            )
+        self.runner = self.interpreter.get_signature_runner("serving_float")
+
+    def predict_on_batch(self, images):
+        pixels = (np.asarray(images, np.float32) + 1.0) * 127.5  # [0, 255]
+        return self.runner(images=pixels)["logits"]
+
+
+def _converted(build, mode):
+    if mode == "litert-int8":
+        return LiteRTInt8(build())
+    return _quantized(build, mode)
+
+
 def _weights_mb(model) -> float:
+    if isinstance(model, LiteRTInt8):
+        return model.file_mb
     """Bytes held by the model's variables (int4 packed two per byte), MiB."""
     return sum(np.asarray(v.numpy()).nbytes for v in model.weights) / 2**20
 
 
-def b16_rows(batch: int, seed: int = 0) -> list[dict]:
+def b16_rows(batch: int, seed: int = 0, modes=MODES) -> list[dict]:
     import keras_vit
 
     def build():
@@ -70,8 +113,8 @@ def b16_rows(batch: int, seed: int = 0) -> list[dict]:
             "weights_mb": _weights_mb(model),
         }
     ]
-    for mode in MODES:
-        model = _quantized(build, mode)
+    for mode in modes:
+        model = _converted(build, mode)
         logits = np.asarray(model.predict_on_batch(images))
         diff = np.abs(logits - reference)
         rows.append(
@@ -90,7 +133,7 @@ def b16_rows(batch: int, seed: int = 0) -> list[dict]:
     return rows
 
 
-def digits_rows(path: str) -> list[dict]:
+def digits_rows(path: str, modes=MODES) -> list[dict]:
     from keras_vit import data
 
     source = data.load_source("digits", "test")
@@ -109,12 +152,12 @@ def digits_rows(path: str) -> list[dict]:
 
     rows = [{"model": "digits (test/2, 16 px)", "mode": "float32",
              "test_accuracy": accuracy(build())}]  # fmt: skip
-    for mode in MODES:
+    for mode in modes:
         rows.append(
             {
                 "model": "digits (test/2, 16 px)",
                 "mode": mode,
-                "test_accuracy": accuracy(_quantized(build, mode)),
+                "test_accuracy": accuracy(_converted(build, mode)),
             }
         )
     return rows
@@ -147,13 +190,22 @@ def main(argv=None) -> int:
     parser.add_argument("--digits", help="the digits model's final.keras")
     parser.add_argument("--batch", type=int, default=16, help="B/16 random images")
     parser.add_argument("--skip-b16", action="store_true")
+    parser.add_argument(
+        "--modes",
+        default=",".join(MODES),
+        help=f"comma-separated, of {', '.join(MODES)} (default: all)",
+    )
     parser.add_argument("--out", default=os.path.join("benchmarks", "results"))
     args = parser.parse_args(argv)
     if args.digits and not os.path.isfile(args.digits):
         parser.error(f"--digits: no such file: {args.digits}")
-    rows = [] if args.skip_b16 else b16_rows(args.batch)
+    modes = [m for m in args.modes.split(",") if m]
+    unknown = sorted(set(modes) - set(MODES))
+    if unknown or not modes:
+        parser.error(f"--modes: unknown {unknown}; choose from {', '.join(MODES)}")
+    rows = [] if args.skip_b16 else b16_rows(args.batch, modes=modes)
     if args.digits:
-        rows += digits_rows(args.digits)
+        rows += digits_rows(args.digits, modes=modes)
     if not rows:
         parser.error("nothing to measure (--skip-b16 without --digits)")
     text = table(rows)

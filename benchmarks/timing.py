@@ -21,14 +21,16 @@ def time_calls(step: Callable[[], object], warmup: int, iters: int) -> dict:
     NumPy).
 
     Returns:
-        A dict with `first_call_s`, the timed calls' wall seconds `step_s`,
+        A dict with `first_call_s` (and its process CPU seconds
+        `first_call_cpu_s`), the timed calls' wall seconds `step_s`,
         their median `median_s`, and the median process CPU seconds per call
         `cpu_s` (all threads; it grows with spinning thread pools, but unlike
         wall time it barely moves when other processes load the machine).
     """
-    start = time.perf_counter()
+    start, start_cpu = time.perf_counter(), time.process_time()
     step()
     first = time.perf_counter() - start
+    first_cpu = time.process_time() - start_cpu
     for _ in range(warmup):
         step()
     walls, cpus = [], []
@@ -39,6 +41,7 @@ def time_calls(step: Callable[[], object], warmup: int, iters: int) -> dict:
         cpus.append(time.process_time() - cpu)
     return {
         "first_call_s": first,
+        "first_call_cpu_s": first_cpu,
         "step_s": walls,
         "median_s": statistics.median(walls),
         "cpu_s": statistics.median(cpus),

@@ -4,6 +4,13 @@ Inference runs under `torch.inference_mode()`; a training step is
 `zero_grad`, forward, cross-entropy, backward and an AdamW step. bfloat16 is
 `torch.autocast("cpu", dtype=torch.bfloat16)` around the forward pass (and the
 loss), with float32 weights: timm's documented mixed precision.
+
+Inference can also run `torch.compile`d with Inductor's weight freezing
+(`compile+freeze`, what Intel recommends for CPU inference), and in int8:
+`dynamic` is `torch.ao.quantization.quantize_dynamic` of the `nn.Linear`
+layers (int8 weights, activations quantized per call), `pt2e+compile` is
+torchao's PT2E flow with `X86InductorQuantizer` (static int8, calibrated on
+the input batch), compiled with freezing (needs `torchao`).
 """
 
 from __future__ import annotations
@@ -62,6 +69,32 @@ def timm_name(variant: str, image_size: int) -> str:
     return f"vit_{TIMM_NAMES[size]}_patch{patch}_{384 if image_size == 384 else 224}"
 
 
+def _int8_forward(model, mode: str, images):
+    """timm's model quantized to int8 by `mode` (see the module docstring)."""
+    if mode == "dynamic":
+        return torch.ao.quantization.quantize_dynamic(
+            model, {torch.nn.Linear}, dtype=torch.qint8
+        )
+    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e
+    from torchao.quantization.pt2e.quantize_pt2e import prepare_pt2e
+    from torchao.quantization.pt2e.quantizer import x86_inductor_quantizer as x86
+
+    quantizer = x86.X86InductorQuantizer()
+    quantizer.set_global(x86.get_default_x86_inductor_quantization_config())
+    with torch.no_grad():
+        graph = torch.export.export(model, (images,)).module()
+        graph = prepare_pt2e(graph, quantizer)
+        graph(images)  # calibration
+        return _frozen_compile(convert_pt2e(graph))
+
+
+def _frozen_compile(model):
+    import torch._inductor.config as inductor
+
+    inductor.freezing = True
+    return torch.compile(model)
+
+
 def run(case) -> dict:
     """Measures one case; returns the timing dict plus memory and versions."""
     timm = import_timm()
@@ -72,13 +105,19 @@ def run(case) -> dict:
         num_classes=NUM_CLASSES,
         img_size=case.image_size,
     )
-    forward = torch.compile(model) if case.mode == "compile" else model
+    images = torch.rand(case.batch, 3, case.image_size, case.image_size) * 2 - 1
+    forward = model
+    if case.mode == "compile":
+        forward = torch.compile(model)
+    elif case.mode == "compile+freeze":
+        forward = _frozen_compile(model.eval())
+    elif case.precision == "int8":
+        forward = _int8_forward(model.eval(), case.mode, images)
     autocast = (
         (lambda: torch.autocast("cpu", dtype=torch.bfloat16))
         if case.precision == "bfloat16"
         else contextlib.nullcontext
     )
-    images = torch.rand(case.batch, 3, case.image_size, case.image_size) * 2 - 1
     if case.task == "train":
         model.train()
         labels = torch.randint(0, NUM_CLASSES, (case.batch,))

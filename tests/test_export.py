@@ -509,6 +509,53 @@ def test_onnx_matches_keras(model, exported, tmp_path):
     np.testing.assert_allclose(out["probabilities"], softmax(logits), atol=ATOL)
 
 
+def test_tflite_int8_serves_the_float_signatures(tmp_path):
+    """The int8 LiteRT file: int8 weights, the float model's signatures and
+    input range, logits close to the Keras model's; the recipe's flag."""
+    from recipes import export as recipe
+
+    tiny = randomize(keras_vit.ViT("test/4", num_classes=NUM_CLASSES, image_size=16))
+    model_file = tmp_path / "tiny.keras"
+    tiny.save(model_file)
+    argv = ["--model", str(model_file), "--name", "tiny", "--version", "1"]
+    saved = recipe.main(argv + ["--base-dir", str(tmp_path), "--tflite-int8"])
+    int8 = tmp_path / "tiny" / "1.int8.tflite"
+    assert int8.is_file() and not (tmp_path / "tiny" / "1.tflite").exists()
+    with pytest.raises(FileExistsError):
+        export_tflite(saved, int8, quantize="int8")
+    with pytest.raises(ValueError, match="quantize"):
+        export_tflite(saved, tmp_path / "int4.tflite", quantize="int4")
+    float_file = export_tflite(saved, tmp_path / "float.tflite")
+
+    runners, int8_weights = {}, {}
+    for name, path in (("float", float_file), ("int8", int8)):
+        interpreter = tf.lite.Interpreter(model_path=str(path))
+        runners[name] = interpreter
+        details = interpreter.get_tensor_details()
+        int8_weights[name] = sum(
+            int(np.prod(d["shape"])) for d in details if d["dtype"] == np.int8
+        )
+    # Most weights (every kernel but the small head's) are stored as int8.
+    assert int8_weights["float"] == 0
+    assert int8_weights["int8"] > 0.8 * tiny.count_params(), int8_weights
+    assert runners["int8"].get_signature_list() == runners["float"].get_signature_list()
+    images = np.random.default_rng(7).integers(0, 256, (4, 16, 16, 3), np.uint8)
+    logits = tiny(normalize(images)).numpy()
+    out = runners["int8"].get_signature_runner("serving_default")(images=images)
+    as_float = runners["int8"].get_signature_runner("serving_float")(
+        images=images.astype(np.float32)
+    )
+    np.testing.assert_allclose(out["logits"], as_float["logits"], atol=1e-6)
+    # Quantized, not equal: within 5% of the logits' range of the float model.
+    spread = logits.max() - logits.min()
+    error = np.abs(out["logits"] - logits).max()
+    assert 0 < error < 0.05 * spread, (error, spread)
+    np.testing.assert_allclose(out["probabilities"], softmax(out["logits"]), atol=1e-5)
+    pooled = runners["int8"].get_signature_runner("features")(images=images)["pooled"]
+    reference = pooled_model(tiny)(normalize(images)).numpy()
+    assert np.abs(pooled - reference).max() < 0.05 * np.ptp(reference)
+
+
 # The transforms shared with the data pipeline. --------------------------------
 
 

@@ -12,6 +12,7 @@ import importlib
 import sys
 from unittest import mock
 
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -146,10 +147,18 @@ def test_ties_are_zero_even_for_a_nan_or_infinite_gradient():
 # --- the optimizer built before the first step ----------------------------------
 
 
-def _compiled_tiny_vit():
-    model = tiny_model()
+def _compiled(model):
     model.compile(optimizer="adamw", loss="sparse_categorical_crossentropy")
     return model
+
+
+def _compiled_tiny_vit():
+    return _compiled(tiny_model())
+
+
+def _plain_functional_copy(model):
+    """The same graph as a plain `keras.Model` (Keras's own training path)."""
+    return keras.Model(model.inputs, model.outputs)
 
 
 def _traces_of_first_step(model):
@@ -172,10 +181,28 @@ def test_build_optimizer_makes_the_first_step_one_trace():
 
     # Keras alone: the slot variables are created inside the traced step,
     # so TensorFlow traces it twice.
-    assert _traces_of_first_step(_compiled_tiny_vit()) == 2
-    model = _compiled_tiny_vit()
+    assert _traces_of_first_step(_compiled(_plain_functional_copy(tiny_model()))) == 2
+    model = _compiled(_plain_functional_copy(tiny_model()))
     assert build_optimizer(model) is model
     assert model.optimizer.built
+    assert _traces_of_first_step(model) == 1
+
+
+def test_vit_traces_its_first_step_once_without_build_optimizer():
+    # The user's path: compile, then train_on_batch (or fit).
+    model = _compiled_tiny_vit()
+    assert not model.optimizer.built
+    assert _traces_of_first_step(model) == 1
+    assert model.optimizer.built
+    # Built from the trainable variables of the first step, not of compile:
+    # a layer frozen in between gets no slot variables.
+    model = _compiled_tiny_vit()
+    model.get_layer("head").trainable = False
+    assert _traces_of_first_step(model) == 1
+    head = {id(v) for v in model.get_layer("head").weights}
+    assert not head & {id(v) for v in model.optimizer._trainable_variables}
+    # A recompiled model builds its new optimizer the same way.
+    model.compile(optimizer="sgd", loss="sparse_categorical_crossentropy")
     assert _traces_of_first_step(model) == 1
 
 

@@ -21,6 +21,7 @@ from keras_vit.models.variants import ModelSpec
 from keras_vit.models.variants import ResNetSpec
 from keras_vit.models.variants import parse_variant
 from keras_vit.resample import resolve_method
+from keras_vit.training.optimizers import OptimizerFirstModel
 
 
 def ViT(  # noqa: N802
@@ -182,7 +183,8 @@ def ViT(  # noqa: N802
         )(x)
     if options.distillation:
         x = _distilled_logits(x, tokens, options, num_classes, policy)
-    model = keras.Model(images, x, name=name or spec.name)
+    # A functional model whose first training step is traced once.
+    model = OptimizerFirstModel(images, x, name=name or spec.name)
     if weights is not None:
         from keras_vit.weights import load_weights
 

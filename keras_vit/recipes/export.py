@@ -4,7 +4,9 @@ The SavedModel has the signatures `serving_default` (uint8 images),
 `serving_float`, `serving_bytes` (JPEG/PNG bytes) and `features`; see
 `docs/serving.md`. Optionally also a LiteRT (`.tflite`) and an ONNX file,
 written next to the version directory as `<base>/<name>/<version>.tflite`
-and `<version>.onnx` (TF Serving only loads numeric directories).
+and `<version>.onnx` (TF Serving only loads numeric directories), and the
+int8 LiteRT file `<version>.int8.tflite`, the fastest way to serve on a CPU
+(`docs/performance.md`).
 
 Usage:
 
@@ -13,6 +15,8 @@ python -m recipes.export --model digits_vit.keras --name digits_vit --version 1
 python -m recipes.export --variant B/16 --weights vit_b16.weights.h5 \
     --num-classes 10 --class-names classes.txt --name vit_b16 --version 2 \
     --image-size 384 --tflite --onnx
+python -m recipes.export --model digits_vit.keras --name digits_vit --version 1 \
+    --tflite-int8
 ```
 """
 
@@ -62,6 +66,12 @@ def build_parser() -> cli.ArgumentParser:
         "--tflite", action="store_true", help="also write <version>.tflite"
     )
     parser.add_argument("--onnx", action="store_true", help="also write <version>.onnx")
+    parser.add_argument(
+        "--tflite-int8",
+        action="store_true",
+        help="also write <version>.int8.tflite: int8 weights, activations "
+        "quantized at run time (the fastest CPU model; docs/performance.md)",
+    )
     cli.add_verbose_flag(parser)
     return parser
 
@@ -134,6 +144,14 @@ def main(argv: list[str] | None = None) -> pathlib.Path:
             path, model_dir / f"{args.version}.tflite", overwrite=args.overwrite
         )
         print(f"LiteRT:     {tflite}")
+    if args.tflite_int8:
+        int8 = export_tflite(
+            path,
+            model_dir / f"{args.version}.int8.tflite",
+            quantize="int8",
+            overwrite=args.overwrite,
+        )
+        print(f"LiteRT int8: {int8}")
     if args.onnx:
         onnx = export_onnx(
             path, model_dir / f"{args.version}.onnx", overwrite=args.overwrite
