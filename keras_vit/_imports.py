@@ -48,10 +48,11 @@ MOVED = {
 }
 
 # The modules whose classes a saved `.keras` file can name (the layers, the
-# masked-patch model, and the optimizer and schedule of a training
-# checkpoint). None of them imports TensorFlow.
+# model classes, and the optimizer and schedule of a training checkpoint).
+# None of them imports TensorFlow.
 SERIALIZABLES = (
     "keras_vit.layers",
+    "keras_vit.models.functional",
     "keras_vit.models.masked_patch",
     "keras_vit.training.optimizers",
     "keras_vit.training.schedules",

@@ -512,7 +512,7 @@ def test_onnx_matches_keras(model, exported, tmp_path):
 def test_tflite_int8_serves_the_float_signatures(tmp_path):
     """The int8 LiteRT file: int8 weights, the float model's signatures and
     input range, logits close to the Keras model's; the recipe's flag."""
-    from recipes import export as recipe
+    from keras_vit.recipes import export as recipe
 
     tiny = randomize(keras_vit.ViT("test/4", num_classes=NUM_CLASSES, image_size=16))
     model_file = tmp_path / "tiny.keras"

@@ -38,6 +38,7 @@ _EXPORTS = {
     "ModelSpec": "keras_vit.models.variants",
     "NAMED_MODELS": "keras_vit.models.vit",
     "options": "keras_vit.models.options",
+    "OptimizerFirstModel": "keras_vit.models.functional",
     "parse_variant": "keras_vit.models.variants",
     "PREACT_RESNETS": "keras_vit.models.cnn.variants",
     "PreActResNet": "keras_vit.models.cnn.preact_resnet",

@@ -40,6 +40,7 @@ from keras_vit.models.encoder import check_image_size
 from keras_vit.models.encoder import encode
 from keras_vit.models.encoder import patch_tokens
 from keras_vit.models.encoder import readout
+from keras_vit.models.functional import OptimizerFirstModel
 from keras_vit.models.options import EncoderOptions
 from keras_vit.models.options import resolve_options
 from keras_vit.models.variants import parse_variant
@@ -341,7 +342,7 @@ def masked_patch_loss(targets, logits, mask):
 
 
 @keras.saving.register_keras_serializable(package="keras_vit")
-class MaskedPatchModel(keras.Model):
+class MaskedPatchModel(OptimizerFirstModel):
     """A functional model trained by masked patch prediction.
 
     Build it with `masked_patch_model`. Its outputs are a dict:

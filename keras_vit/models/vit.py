@@ -15,13 +15,13 @@ from keras_vit.models.encoder import check_image_size
 from keras_vit.models.encoder import encode
 from keras_vit.models.encoder import patch_tokens
 from keras_vit.models.encoder import readout
+from keras_vit.models.functional import OptimizerFirstModel
 from keras_vit.models.options import EncoderOptions
 from keras_vit.models.options import resolve_options
 from keras_vit.models.variants import ModelSpec
 from keras_vit.models.variants import ResNetSpec
 from keras_vit.models.variants import parse_variant
 from keras_vit.resample import resolve_method
-from keras_vit.training.optimizers import OptimizerFirstModel
 
 
 def ViT(  # noqa: N802

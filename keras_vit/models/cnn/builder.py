@@ -21,6 +21,7 @@ from keras_vit.models import layout as names
 from keras_vit.models.cnn import layout as cnn_names
 from keras_vit.models.cnn.variants import STEMS
 from keras_vit.models.cnn.variants import CNNVariant
+from keras_vit.models.functional import OptimizerFirstModel
 
 POOLINGS = ("avg", "max")
 
@@ -193,7 +194,7 @@ def build_cnn(
     x = batch_norm(cnn_names.HEAD_NORM)(x)
     x = keras.layers.ReLU(name=cnn_names.HEAD_RELU)(x)  # (B, h, w, C)
     x = build_head(x, pooling, include_top, num_classes, classifier_activation)
-    return keras.Model(images, x, name=name or default_name)
+    return OptimizerFirstModel(images, x, name=name or default_name)
 
 
 def build_head(x, pooling, include_top, num_classes, classifier_activation):
