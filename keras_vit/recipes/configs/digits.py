@@ -1,7 +1,8 @@
 """Digits: a small ViT trained from scratch on scikit-learn's bundled digits.
 
 Command (the README's main command):
-    python -m recipes.train --config digits
+    keras-vit train --config digits
+    # from a checkout: python -m recipes.train --config digits
 
 Data: the 1,797 real 8x8 handwritten digits that ship with scikit-learn
 (nothing is downloaded), upsampled to 16x16 and repeated to 3 channels; a
@@ -11,15 +12,13 @@ reported accuracy is that of the final weights (nothing is selected on it).
 
 Hardware: 2 CPU cores (no accelerator needed).
 
-Expected accuracy and time: 98.33% test accuracy (354/360) in 1 min 35 s
-(wall clock, `import` included) on this project's machine: 2 cores of an
-AMD EPYC (Zen 4, AVX-512, no GPU), with the training-step speed-ups of
-docs/performance.md. Before those (same functions, other rounding) the
-same seed gave 98.61%, and seeds 1 and 2 gave 98.33% and 99.17%. A second
-run with the same seed gives the same figures to the last digit. The last
-digits depend on the CPU class (oneDNN picks its kernels by instruction
-set): on an AMD EPYC Zen 3 with AVX2 only the same command gave 98.06%
-(353/360), so the spread across the classes measured is 98.06-98.33%.
+Expected accuracy and time (wall clock, `import` included, 2 cores):
+98.61% test accuracy (355/360) in 95 s on an Intel Xeon with AVX-512 and
+AMX; 98.33% (354/360) in 58-65 s on an AMD EPYC Zen 5 (AVX-512 with
+AVX512_BF16, no AMX); 98.06% (353/360) on an AMD EPYC Zen 3 (AVX2 only).
+A second run on the same machine gives the same figures to the last digit;
+the last digits depend on the CPU class, because oneDNN picks its kernels
+by instruction set.
 
 Recipe: the `test` ViT size (width 32, 2 blocks, 2 heads) with 2x2 patches,
 i.e. a 8x8 grid of 64 tokens, averaged (`pooling="gap"`, no class token: on

@@ -1,16 +1,21 @@
 """Masked patch prediction on the bundled digits: Ti/4 at 16 px, CPU-sized.
 
 Command:
-    python -m recipes.pretrain_masked --config masked_digits
-    # (`--config digits` is the same config)
-    # then fine-tune the encoder:
-    python -m recipes.train --config digits \
-        --set init_from=runs/masked_digits/encoder.keras
+    keras-vit pretrain_masked --config masked_digits
+    # (`--config digits` is the same config; from a checkout:
+    # python -m recipes.pretrain_masked --config masked_digits)
+    # then fine-tune the encoder, in a classifier of its architecture:
+    keras-vit train --config digits --set variant=Ti/4 --set pooling=token \
+        --set class_token=true --set init_from=runs/masked_digits/encoder.keras
 
 Hardware: 2 CPU cores (no accelerator needed).
 
-Expected accuracy and time: see docs/self_supervision.md for the measured
-few-shot accuracies and times of this config; 30 epochs of 22 steps.
+Expected accuracy: on grey 8x8 digits the pretext task is weak (8 of the
+512 colour classes occur, most patches are black background), so the run
+shows the pipeline working, not the paper's gains: the masked-patch loss
+falls well below uniform guessing (ln 512), while the class token's
+few-shot accuracy does not improve (the objective never trains it); see
+docs/self_supervision.md. 30 epochs of 22 steps.
 
 Recipe: the paper's objective (50% of the patches corrupted: 80% [mask], 10%
 another patch, 10% kept; 3-bit mean colour targets) and optimiser (Adam,
