@@ -95,9 +95,13 @@ def run(
         recipes.common.RunDiverged: A training run diverged.
     """
     import keras
+    import tensorflow as tf
 
     from keras_vit.recipes import common
 
+    # Twenty models, each traced a few times: TensorFlow's retracing
+    # warnings say nothing here.
+    tf.get_logger().setLevel("ERROR")
     started = time.time()
     out = config.resolved_workdir()
     lock = common.WorkdirLock.acquire(out)  # A second live comparison: refused.
