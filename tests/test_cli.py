@@ -380,7 +380,9 @@ def test_both_recipes_speak_one_config_language():
         "masked_digits",
     ]
     for name in base.shipped_configs(base.PretrainConfig):
-        module = __import__(f"keras_vit.recipes.configs.{name}", fromlist=["get_config"])
+        module = __import__(
+            f"keras_vit.recipes.configs.{name}", fromlist=["get_config"]
+        )
         assert f"--config {name}" in module.__doc__ and "Hardware" in module.__doc__
     with pytest.raises(base.ConfigError, match="drop_path_rate=1.5"):
         base.override(digits, ["drop_path_rate=1.5"])

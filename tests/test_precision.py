@@ -10,10 +10,10 @@ import keras
 import pytest
 import tensorflow as tf
 
-from keras_vit.training import hardware
-from keras_vit.training import precision
 from keras_vit.recipes import common
 from keras_vit.recipes.configs import base
+from keras_vit.training import hardware
+from keras_vit.training import precision
 
 # Flags as Linux lists them (the relevant ones, and a few bystanders).
 SANDY_BRIDGE = frozenset({"fpu", "sse4_1", "sse4_2", "popcnt", "aes", "avx"})

@@ -87,7 +87,9 @@ def test_shipped_configs_document_how_to_run_them():
     } <= set(names)
     for name in names:
         config = base.load_config(name)
-        module = __import__(f"keras_vit.recipes.configs.{name}", fromlist=["get_config"])
+        module = __import__(
+            f"keras_vit.recipes.configs.{name}", fromlist=["get_config"]
+        )
         doc = module.__doc__
         assert f"--config {name}" in doc, name
         assert "Hardware" in doc and "accuracy" in doc.lower(), name

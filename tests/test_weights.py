@@ -20,13 +20,13 @@ import scipy.ndimage
 
 import keras_vit
 from keras_vit.models.variants import ResNetSpec
+from keras_vit.recipes import convert
 from keras_vit.weights import Architecture
 from keras_vit.weights import CheckpointError
 from keras_vit.weights import VariantMismatchError
 from keras_vit.weights import WeightsNotFoundError
 from keras_vit.weights import load_weights
 from keras_vit.weights import registry
-from keras_vit.recipes import convert
 
 TINY = dict(hidden_dim=32, depth=2, mlp_dim=64, num_heads=2)
 TI16 = dict(hidden_dim=192, depth=12, mlp_dim=768, num_heads=3, patch_size=16)
