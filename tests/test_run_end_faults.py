@@ -649,3 +649,15 @@ def test_the_fault_harness_fires_once_at_the_named_call(tmp_path):
     assert (tmp_path / "b.txt").read_text() == "3"
     assert atomic.write_text is original
     assert signal.getsignal(signal.SIGTERM) == handler
+
+
+@pytest.mark.parametrize("name", ["model.pth", "model.pth.tar", "model.pt"])
+def test_a_bare_torch_file_name_is_taken_for_a_file(tmp_path, monkeypatch, name):
+    from keras_vit.recipes.configs import base
+
+    monkeypatch.chdir(tmp_path)  # No directory in the value: the suffix says.
+    config = dataclasses.replace(base.load_config("digits"), init_from=name)
+    with pytest.raises(base.ConfigError, match=f"init_from='{name}' names no"):
+        train.check_init_from(config)
+    (tmp_path / name).write_bytes(b"")
+    train.check_init_from(config)  # Present: left to the loader.

@@ -115,13 +115,13 @@ def check_init_from(config: TrainConfig) -> None:
     value = config.init_from
     if not value:
         return
-    suffixes = (".npz", ".safetensors", ".keras", ".h5")
+    suffixes = (".npz", ".safetensors", ".keras", ".h5", ".pth", ".pth.tar", ".pt")
     looks_like_file = os.sep in value or "/" in value or value.endswith(suffixes)
     if looks_like_file and not os.path.isfile(value):
         what = "is a directory, not" if os.path.isdir(value) else "names no"
         raise ConfigError(
             f"init_from={value!r} {what} checkpoint file (a .npz, .safetensors, "
-            ".keras or .weights.h5 file, or a weights tag)"
+            ".keras, .weights.h5 or torch.save .pth file, or a weights tag)"
         )
 
 
