@@ -201,6 +201,18 @@ def write_json(path: str, value) -> str:
     return write_text(path, json.dumps(value, indent=2, allow_nan=False) + "\n")
 
 
+def read_json_object(path: str) -> dict:
+    """The JSON object in `path`, or `{}` if it is absent, unreadable or not
+    an object (a record `write_json` wrote is whole or absent, so `{}` means
+    "no record")."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            value = json.load(f)
+    except (OSError, ValueError):
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
 def save_model(model, path: str) -> str:
     """`model.save(path)` (a `.keras` file), atomically."""
     return atomic_write(path, model.save)

@@ -31,8 +31,8 @@ from keras_vit.layers.attention import MultiHeadSelfAttention
 from keras_vit.layers.utils import subset_of
 from keras_vit.models.layout import HEAD_LAYERS
 from keras_vit.models.layout import ViTLayout
+from keras_vit.models.options import LORA_TARGETS
 
-LORA_TARGETS = ("qkv", "query", "key", "value", "out", "mlp")
 _LORA_KEYS = ("lora_rank", "lora_alpha", "lora_targets")
 # The adapter file's record of its base model: a JSON string stored under a
 # key no variable path can take (paths hold "/").

@@ -30,6 +30,10 @@ import types
 
 POOLINGS = ("token", "gap", "map", None)
 MLP_KINDS = ("gelu", "swiglu")
+# The projections of an encoder that can carry LoRA adapters
+# (keras_vit.finetune.enable_lora's `targets`): the fused query/key/value
+# kernel or its slices, the attention output, and both MLP layers.
+LORA_TARGETS = ("qkv", "query", "key", "value", "out", "mlp")
 
 
 @dataclasses.dataclass(frozen=True)

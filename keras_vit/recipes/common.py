@@ -389,12 +389,12 @@ def _detail(stored: dict, config: RunConfig, changed: list[str]) -> str:
 
 def _refuse_finished(config: RunConfig, run: Setup) -> None:
     """Raises if `results.json` says the run in the directory finished."""
-    results = _read_json(os.path.join(run.workdir, "results.json"))
+    results = atomic.read_json_object(os.path.join(run.workdir, "results.json"))
     if results.get("status") != "finished":
         return
     # Results are written before the backup goes: a kill in between leaves it.
     discard(run.backup_dir)
-    previous = _read_json(os.path.join(run.workdir, "config.json"))
+    previous = atomic.read_json_object(os.path.join(run.workdir, "config.json"))
     stored = {
         k: v for k, v in flat_fields(previous).items() if k not in RUN_ONLY_FIELDS
     }
@@ -474,15 +474,6 @@ def _has_records(backup_dir: str) -> bool:
     return any(
         n.startswith("epoch-") and n.endswith(".json") for n in os.listdir(backup_dir)
     )
-
-
-def _read_json(path: str) -> dict:
-    try:
-        with open(path, encoding="utf-8") as f:
-            value = json.load(f)
-    except (OSError, ValueError):
-        return {}
-    return value if isinstance(value, dict) else {}
 
 
 def training_data(config: RunConfig, start_epoch: int, **augmentation):

@@ -34,7 +34,6 @@ the recipe discards it once its final results are saved.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import time
@@ -192,7 +191,7 @@ class AtomicCheckpoint(keras.callbacks.Callback):
         if self.monitor is None or self._records is not None:
             return
         self._records = {}
-        stored = _read_json(self.record_path)
+        stored = atomic.read_json_object(self.record_path)
         if stored.get("monitor") != self.monitor:
             return
         # 1-based epochs done before this (resumed) run: the others are redone.
@@ -339,15 +338,6 @@ def training_callbacks(
         if training_monitor is not None:
             callbacks.append(training_monitor)
     return [*callbacks, backup.commit_callback()]
-
-
-def _read_json(path: str) -> dict:
-    try:
-        with open(path, encoding="utf-8") as f:
-            value = json.load(f)
-    except (OSError, ValueError):
-        return {}
-    return value if isinstance(value, dict) else {}
 
 
 def _epoch_of(line: str) -> int:

@@ -30,6 +30,7 @@ import os
 import types
 import typing
 
+from keras_vit.models.options import LORA_TARGETS
 from keras_vit.models.options import EncoderOptions
 
 # The choices of keras_vit.training, repeated here so that a config is
@@ -85,9 +86,6 @@ TRAIN_VIT_FIELDS = (
 
 # What `TrainConfig.architecture` may name.
 ARCHITECTURES = ("vit", "resnet", "preact_resnet", "alternet")
-
-# What `lora_targets` may name (keras_vit.finetune.enable_lora's targets).
-LORA_TARGETS = ("qkv", "query", "key", "value", "out", "mlp")
 
 
 class ConfigError(ValueError):
