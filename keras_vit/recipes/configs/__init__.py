@@ -1,5 +1,8 @@
-"""Shipped training configs: `python -m recipes.train --config <name>`.
+"""Shipped configs of `train`, `pretrain_masked` and `compare`.
 
-Each module defines `get_config() -> TrainConfig` (see `base.py`); its
-docstring gives the command, the hardware, the expected accuracy and time.
+`python -m recipes.train --config <name>` (and `recipes.pretrain_masked`,
+`recipes.compare`). Each module defines `get_config()`, returning a
+`TrainConfig` (`train`), a `PretrainConfig` (`pretrain_masked`) or a
+`CompareConfig` (`compare`) (see `base.py`); its docstring gives the
+command, the hardware, the expected accuracy and time.
 """

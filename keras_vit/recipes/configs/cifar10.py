@@ -8,11 +8,10 @@ on a TPU or a CPU with native bfloat16, float32 on other CPUs). Any number
 of GPUs or TPU cores works unchanged: the global batch of 512 is split
 across replicas.
 
-Expected accuracy and time: not measured here (this project's machines have
-no accelerator). ViTs trained from scratch on 50k images lack the
-convolutional inductive bias (paper §4.2); the RandAugment, MixUp/CutMix,
-label smoothing and stochastic depth below are what keeps them useful on
-this little data.
+Expected accuracy and time: not measured (needs an accelerator). ViTs
+trained from scratch on 50k images lack the convolutional inductive bias
+(paper §4.2); the RandAugment, MixUp/CutMix, label smoothing and stochastic
+depth below are what keeps them useful on this little data.
 
 Recipe: the paper's pre-training optimiser (Adam β = (0.9, 0.999), decoupled
 weight decay, linear warm-up then cosine decay, gradient clipping at global

@@ -5,8 +5,9 @@ Command:
 
 Hardware: as `cifar10_finetune_b16` (TPU v3-8 or 8 GPUs for batch 512).
 
-Expected accuracy and time: not measured here. For reference the paper
-reports 93.25% for ViT-L/16 with the same pre-training (Table 2).
+Expected accuracy and time: not measured (needs an accelerator). For
+reference the paper reports 93.25% for ViT-L/16 with the same pre-training
+(Table 2).
 
 Recipe: identical to `cifar10_finetune_b16` (10k steps of SGD momentum,
 cosine, warm-up 500, clipping 1, EMA 0.9999, 384 px), on CIFAR-100.

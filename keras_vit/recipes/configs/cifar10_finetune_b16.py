@@ -1,19 +1,19 @@
-"""CIFAR-10 fine-tuned from ViT-B/16 pre-trained on ImageNet-21k, at 384 px.
+r"""CIFAR-10 fine-tuned from ViT-B/16 pre-trained on ImageNet-21k, at 384 px.
 
 Command:
     python -m recipes.train --config cifar10_finetune_b16
-    # from a model of our own, e.g. a masked-patch pre-training:
+    # from a model of our own, e.g. the encoder of `recipes.pretrain_masked
+    # --config masked_b16_paper`:
     python -m recipes.train --config cifar10_finetune_b16 \
-        --set init_from=runs/pretrain_masked/final.keras
+        --set init_from=runs/masked_b16/encoder.keras
 
 Hardware: a TPU v3-8 or 8 GPUs for the paper's batch of 512 at 384 px
 (mixed precision on). On fewer devices lower `global_batch_size` (e.g. 128
 on one 80 GB GPU) and the learning rate with it.
 
-Expected accuracy and time: not measured here (no accelerator, and no
-network for the checkpoint, on this project's machines). For reference the
-paper reports 99.15% for ViT-L/16 with the same ImageNet-21k pre-training
-(Table 2); B/16 is a little lower.
+Expected accuracy and time: not measured (needs an accelerator). For
+reference the paper reports 99.15% for ViT-L/16 with the same ImageNet-21k
+pre-training (Table 2); B/16 is a little lower.
 
 Recipe (paper §3.2, §4.1, Appendix B.1.1): the pre-trained head is dropped
 and a zero-initialised head added; images are upsampled to 384 px and the

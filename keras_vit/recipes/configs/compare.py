@@ -9,12 +9,12 @@ images at 32 px; keras_vit.data.glyphs). Nothing is downloaded.
 
 Hardware: 2 CPU cores (no accelerator needed).
 
-Expected time: see docs/analysis.md ("ViT, ResNets and AlterNet side by
+Expected time: see docs/parkkim.md ("ViT, ResNets and AlterNet side by
 side") for the measured time and results of this config.
 
 Recipe: four networks trained with one recipe, five seeds each: a ViT with
 2x2 patches (a 16x16 grid, as the authors' CIFAR ViT), width 32, 4 blocks
-of 2 heads, class-token pooling as theirs (54,410 parameters); the authors'
+of 2 heads, class-token pooling as theirs (43,242 parameters); the authors'
 post-activation ResNet, a pre-activation ResNet and AlterNet of the `mini`
 row (quarter width, CIFAR stem; 424k-704k parameters). AdamW (1e-3, weight
 decay 0.05), one epoch of warm-up then cosine decay, 10 epochs of batch 64,

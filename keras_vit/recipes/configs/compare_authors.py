@@ -1,4 +1,4 @@
-"""Park & Kim's own trained CIFAR-100 models under their analyses.
+r"""Park & Kim's own trained CIFAR-100 models under their analyses.
 
 Command (needs CIFAR-100 in a TFDS data directory, and the authors' two
 files: downloaded into the Keras cache on the first run, or given as paths):
@@ -10,15 +10,15 @@ files: downloaded into the Keras cache on the first run, or given as paths):
 Data: CIFAR-100 (`tensorflow_datasets`' `cifar100`), 32 px, normalised as
 the authors' pipeline (keras_vit.models.parkkim.preprocess).
 
-Hardware: any; the Hessian of the full-size models is the slow part (a few
-minutes a batch on 2 CPU cores); `--set hessian_batches=0` takes every
-batch of the training set, as the authors (hours on a CPU).
+Hardware: any; the Hessian of the full-size models is the slow part;
+`--set hessian_batches=0` takes every batch of the training set, as the
+authors.
 
 Expected results: the authors publish the loss landscapes of these two
 models (resources/results/cifar100_*_losslandscape.csv in their
 repository); at the trained weights their files give NLL 2.49 and
 accuracy 65.8% for ViT-Ti, NLL 2.19 and 72.4% for ResNet-50, on their
-augmented training set. docs/analysis.md lists the numbers to compare.
+augmented training set. docs/parkkim.md lists the numbers to compare.
 
 Recipe: no training. The analyses use the authors' training augmentation
 for the Hessian and the landscape (RandAugment 2 ops at magnitude 9,

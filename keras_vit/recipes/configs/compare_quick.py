@@ -3,8 +3,8 @@
 Command:
     python -m recipes.compare --config compare_quick
 
-Data: `glyphs` at 16 px (offline). Hardware: 2 CPU cores. Expected time: a
-few minutes (mostly graph tracing); the numbers mean nothing.
+Data: `glyphs` at 16 px (offline). Hardware: 2 CPU cores. Most of its
+time goes to graph tracing; the numbers mean nothing.
 
 Recipe: the `test` rows (a 2-block ViT with 2x2 patches, the smallest
 ResNets and AlterNet), one seed, two steps of training, and every analysis

@@ -1,4 +1,4 @@
-"""ImageNet fine-tuned from ViT-B/16 pre-trained on ImageNet-21k, at 384 px.
+r"""ImageNet fine-tuned from ViT-B/16 pre-trained on ImageNet-21k, at 384 px.
 
 Command:
     python -m recipes.train --config imagenet_finetune_b16_384 \
@@ -11,9 +11,9 @@ test set.
 
 Hardware: a TPU v3-8 or 8 GPUs (mixed precision on, XLA on).
 
-Expected accuracy and time: not measured here (no accelerator, no ImageNet
-on this project's machines). The paper's ImageNet-21k ViT-L/16 reaches
-85.30% this way (Table 2); B/16 is lower.
+Expected accuracy and time: not measured (needs an accelerator). The
+paper's ImageNet-21k ViT-L/16 reaches 85.30% this way (Table 2); B/16 is
+lower.
 
 Recipe (paper §3.2, Appendix B.1.1): new zero-initialised head, 384 px with
 resampled position embeddings, SGD momentum 0.9 without weight decay, 500

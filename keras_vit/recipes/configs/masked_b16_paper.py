@@ -1,4 +1,4 @@
-"""Masked patch prediction with ViT-B/16 as in the paper (Appendix B.1.2).
+r"""Masked patch prediction with ViT-B/16 as in the paper (Appendix B.1.2).
 
 Command:
     python -m recipes.pretrain_masked --config masked_b16_paper \
@@ -10,10 +10,10 @@ few-shot accuracy is measured on its validation split.
 
 Hardware: a TPU v3 pod slice or many GPUs for the paper's batch of 4096.
 
-Expected accuracy and time: not measured here (no accelerator, no ImageNet
-on this project's machines). The paper reports 79.9% ImageNet top-1 after
-fine-tuning a B/16 pre-trained this way on JFT, 2% above training from
-scratch and 4% below supervised pre-training (§4.6).
+Expected accuracy and time: not measured (needs an accelerator). The paper
+reports 79.9% ImageNet top-1 after fine-tuning a B/16 pre-trained this way
+on JFT, 2% above training from scratch and 4% below supervised pre-training
+(§4.6).
 
 Recipe: Adam β = (0.9, 0.999), base learning rate 2e-4, 10k warm-up steps,
 cosine decay, gradient clipping at global norm 1, batch 4096, about 1M steps

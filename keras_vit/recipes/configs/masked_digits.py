@@ -1,4 +1,4 @@
-"""Masked patch prediction on the bundled digits: Ti/4 at 16 px, CPU-sized.
+r"""Masked patch prediction on the bundled digits: Ti/4 at 16 px, CPU-sized.
 
 Command:
     keras-vit pretrain_masked --config masked_digits
