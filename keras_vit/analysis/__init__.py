@@ -23,13 +23,13 @@ extra). `python -m recipes.analyze` writes all figures at once.
   `read_landscape_csv`: the loss on a 2-D grid of filter-normalised
   directions, as the authors' CSV (Park & Kim, Fig. 1a).
 - `depth_statistics`, `map_variance`: Fourier `Δ log amplitude` and
-  variance of every feature map by depth, for a ViT, a PreActResNet or an
+  variance of every feature map by depth, for a ViT, a ResNet, a PreActResNet or an
   AlterNet alike (`FeatureMaps`, `model_family`).
 
 Park & Kim's analyses default to the authors' definitions (their code,
-xxxnell/how-do-vits-work); the previous definitions stay available by name:
+xxxnell/how-do-vits-work); alternative definitions are available by name:
 `frequency="nyquist"`, `definition="all_values"` / `variance="all_values"`,
-`protocol="equal_energy"` (see docs/analysis.md).
+`protocol="equal_energy"` (see docs/parkkim.md).
 - `attention_distance_by_depth`, `alternet_attention_distances`,
   `window_attention_distance`: mean attention distance of a ViT's blocks or
   an AlterNet's windowed MSA blocks, in input pixels.

@@ -7,7 +7,7 @@ over a list of named `(B, H, W, C)` maps:
   attention residual (`msa_{i}`) and after the MLP residual (`mlp_{i}`), or
   only the block output (`block_{i}`); tokens are laid out on the patch grid
   and prefix tokens (class, registers) dropped;
-- a PreActResNet or AlterNet gives its stem output and every block's output,
+- a ResNet, PreActResNet or AlterNet gives its stem output and every block's output,
   labelled by its layer name (`stage{s}_block{b}` or `stage{s}_msa{b}`).
 
 Each map also carries a kind: `"input"` (embedding or stem), `"msa"`, `"mlp"`
@@ -35,7 +35,7 @@ CNN = "cnn"
 
 
 def model_family(model: keras.Model) -> str:
-    """`"vit"` for a keras_vit ViT, `"cnn"` for a PreActResNet or AlterNet.
+    """`"vit"` for a keras_vit ViT, `"cnn"` for a ResNet, PreActResNet or AlterNet.
 
     Raises:
         keras_vit.models.LayoutError: `model` was built by none of them (a
@@ -77,7 +77,7 @@ class FeatureMaps:
         """Reads which maps `model` has.
 
         Args:
-            model: A keras_vit ViT, PreActResNet or AlterNet with a fixed
+            model: A keras_vit ViT, ResNet, PreActResNet or AlterNet with a fixed
                 input size.
             sublayers: For a ViT, two maps per block (after the attention
                 and after the MLP residual); otherwise one. Defaults to

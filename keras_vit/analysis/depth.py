@@ -17,7 +17,7 @@ Feature-map variance has two definitions (`definition=` / `variance=`):
   variance over the `h w` positions of each channel of each image, unbiased
   (divided by `h w - 1`, as `torch.var`), averaged over channels and
   images.
-- `"all_values"` (the previous definition): for each image, the variance of
+- `"all_values"` (an alternative): for each image, the variance of
   all `h w C` values of the map (positions and channels together, divided by
   `h w C`), averaged over images. By the law of total variance it adds the
   spread of the channel means across channels to the (population) spatial
@@ -63,14 +63,14 @@ def _variance_sums(maps: np.ndarray) -> dict:
 
 
 def map_variance(maps, definition: str = "spatial") -> float:
-    """Feature-map variance, by the authors' definition or the previous one.
+    """Feature-map variance, by the authors' definition or an alternative.
 
     Args:
         maps: `(batch, h, w, channels)` feature maps.
         definition: `"spatial"` (default, Park & Kim's notebook): the
             unbiased variance over positions of each channel of each image,
-            averaged over channels and images. `"all_values"` (the previous
-            definition): per image, the variance of all values, positions and
+            averaged over channels and images. `"all_values"` (an
+            alternative): per image, the variance of all values, positions and
             channels together, averaged over images. See the module
             docstring.
 
@@ -106,7 +106,8 @@ def depth_statistics(
     `"profiles"` and `"variance"`; `"deltas"` and `"variances"` hold both.
 
     Args:
-        model: A keras_vit ViT, PreActResNet or AlterNet (fixed input size).
+        model: A keras_vit ViT, ResNet, PreActResNet or AlterNet (fixed input
+            size).
         images: `(batch, height, width, channels)` in the model's range.
         sublayers: For a ViT, a point after each attention and each MLP
             residual (default); otherwise one per block.
@@ -136,7 +137,7 @@ def depth_statistics(
     model = keras_vit.AlterNet("test", image_size=16, num_classes=3)
     stats = depth_statistics(model, images)
     stats["labels"]  # ['stem', 'stage1_block1', 'stage2_block1', 'stage2_msa2']
-    stats["variances"]["all_values"]  # the previous definition, same maps
+    stats["variances"]["all_values"]  # the alternative, same maps
     ```
     """
     _check_frequency(frequency)

@@ -18,7 +18,7 @@ diagonal profile. Two definitions of "last" are available (`frequency=`):
   entry: diagonal index `(h - 1) // 2`, the highest *positive* frequency,
   `((h - 1) // 2) / h · 2π` (0.75π on an 8 × 8 grid, 0.857π on 14 × 14).
   The profile has `(min(h, w) - 1) // 2 + 1` entries.
-- `"nyquist"` (the previous definition): index `h // 2`, the Nyquist
+- `"nyquist"` (an alternative): index `h // 2`, the Nyquist
   frequency `π` on an even grid. The profile has `min(h, w) // 2 + 1`
   entries. The Nyquist bin is real-valued, which lowers the mean log
   amplitude there by about 0.35 relative to its neighbours.

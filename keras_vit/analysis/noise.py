@@ -29,7 +29,7 @@ rule is applied here to each axis of any size. On a small image the
 lowest annulus can be empty (at 16 px, `trunc(0.2 * 16 / 2π) = 0`: no
 noise at `f = 0`, and a reported RMS of 0).
 
-**`"equal_energy"`** (the previous protocol). Gaussian white noise is
+**`"equal_energy"`** (an alternative). Gaussian white noise is
 filtered to a band `[low, high)` of **radial** frequency in units of π
 (Nyquist is 1, `r = 2 sqrt(fy² + fx²)` with `fy`, `fx` in cycles per pixel;
 the spectrum's corners beyond `r = 1` belong to any band whose `high` is at
