@@ -59,7 +59,23 @@ SERIALIZABLES = (
 )
 
 
-def lazy_exports(package: str, exports: dict[str, str]):
+def removed(module: str, name: str, instead: str) -> AttributeError:
+    """The error for a public name that is gone, naming what replaces it.
+
+    Example:
+
+    ```python
+    raise removed(__name__, "RENAMES", "keras_vit.weights.dialects.ours.RULES")
+    ```
+    """
+    return AttributeError(
+        f"module {module!r} has no attribute {name!r}: it was removed; use {instead}."
+    )
+
+
+def lazy_exports(
+    package: str, exports: dict[str, str], gone: dict[str, str] | None = None
+):
     """`(__getattr__, __dir__)` for a package whose names load on first use.
 
     Args:
@@ -68,6 +84,7 @@ def lazy_exports(package: str, exports: dict[str, str]):
             is the name (`"keras_vit.analysis"` for `analysis`) is exported
             itself. A name that `MOVED` lists under the package is imported
             from its old path, with the deprecation warning.
+        gone: `{removed name: what to use instead}`, for the error (`removed`).
 
     Example:
 
@@ -81,6 +98,8 @@ def lazy_exports(package: str, exports: dict[str, str]):
         if module_name is None:
             if f"{package}.{name}" in MOVED:
                 return importlib.import_module(f"{package}.{name}")
+            if gone and name in gone:
+                raise removed(package, name, gone[name])
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
         module = importlib.import_module(module_name)
         is_module = module_name.rsplit(".", 1)[-1] == name
@@ -101,7 +120,15 @@ def register_serializables() -> None:
 
 
 class _MovedFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    """Finds the old names of `MOVED`; loads them as the new module."""
+    """Finds the old names of `MOVED`; loads them as the new module.
+
+    Importlib sets the module's `__spec__` to the old name's spec after
+    `create_module`; `exec_module` puts the new module's own spec back, so
+    that `importlib.reload(new module)` still finds it.
+    """
+
+    def __init__(self):
+        self._specs = {}  # new module name -> its own spec, while loading
 
     def find_spec(self, name, path=None, target=None):
         if name not in MOVED:
@@ -116,24 +143,37 @@ class _MovedFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
             DeprecationWarning,
             stacklevel=2,  # Past create_module; warnings skips importlib's frames.
         )
-        return importlib.import_module(new)
+        module = importlib.import_module(new)
+        self._specs[new] = module.__spec__
+        return module
 
     def exec_module(self, module):
-        """Nothing to run: the new module is already imported."""
+        """Nothing to run: the new module is imported; its spec goes back."""
+        module.__spec__ = self._specs.pop(module.__name__)
 
 
 class _AfterKeras(importlib.abc.MetaPathFinder):
-    """Runs `register_serializables` once Keras has finished importing."""
+    """Runs `register_serializables` once Keras has finished importing.
+
+    Not while a keras_vit module is half-imported: the registered modules
+    import `keras_vit.layers` and the models, so when a keras_vit module
+    imports Keras (`import keras_vit.layers` before `import keras`), the
+    registration waits until the outermost keras_vit import is done. Keras's
+    and keras_vit's loaders are wrapped (`_ThenRegister`) to count them.
+    """
 
     def __init__(self):
         self._local = threading.local()
+        self._depth = 0  # modules of keras or keras_vit being executed
+        self._keras_loaded = False
 
     def find_spec(self, name, path=None, target=None):
-        if name != "keras" or getattr(self._local, "busy", False):
+        ours = name == "keras" or (name.startswith("keras_vit.") and name not in MOVED)
+        if not ours or name in sys.modules or getattr(self._local, "busy", False):
             return None
         self._local.busy = True
         try:  # The real spec, from the finders after this one.
-            spec = importlib.util.find_spec("keras")
+            spec = importlib.util.find_spec(name)
         finally:
             self._local.busy = False
         if spec is None or spec.loader is None:
@@ -141,9 +181,21 @@ class _AfterKeras(importlib.abc.MetaPathFinder):
         spec.loader = _ThenRegister(spec.loader, self)
         return spec
 
+    def run(self, name: str, exec_module) -> None:
+        """Executes one module, then registers when the time has come."""
+        self._depth += 1
+        try:
+            exec_module()
+        finally:
+            self._depth -= 1
+        self._keras_loaded = self._keras_loaded or name == "keras"
+        if self._keras_loaded and self._depth == 0 and self in sys.meta_path:
+            sys.meta_path.remove(self)
+            register_serializables()
+
 
 class _ThenRegister(importlib.abc.Loader):
-    """Keras's own loader, then keras_vit's registration (one time)."""
+    """A module's own loader, counted by `_AfterKeras`."""
 
     def __init__(self, loader, finder):
         self._loader, self._finder = loader, finder
@@ -152,10 +204,7 @@ class _ThenRegister(importlib.abc.Loader):
         return self._loader.create_module(spec)
 
     def exec_module(self, module):
-        self._loader.exec_module(module)
-        if self._finder in sys.meta_path:
-            sys.meta_path.remove(self._finder)
-        register_serializables()
+        self._finder.run(module.__name__, lambda: self._loader.exec_module(module))
 
     def __getattr__(self, name):  # get_code, get_source, is_package, ...
         return getattr(self._loader, name)

@@ -564,7 +564,7 @@ def test_feature_extractor_per_block_and_stage():
         == model.count_params() - model.get_layer("head").count_params()
     )
     only = feature_extractor(
-        model, blocks=[-1], include_pooled=False, include_features=False
+        model, blocks=[-1], include_pooled=False, include_tokens=False
     )
     assert list(only.output) == ["block_2"]
     with pytest.raises(ValueError, match="Block index 3 is out of range"):

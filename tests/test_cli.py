@@ -415,6 +415,21 @@ def test_encoder_option_errors_name_the_option():
         base.override(base.TrainConfig(), ["qk_nrom=true"])
 
 
+def test_the_encoder_prefix_takes_only_encoder_options():
+    with pytest.raises(base.ConfigError, match="encoder.epochs is no encoder option"):
+        base.override(base.TrainConfig(), ["encoder.epochs=3"])
+    with pytest.raises(base.ConfigError, match="did you mean encoder.qk_norm"):
+        base.override(base.TrainConfig(), ["encoder.qk_nrom=true"])
+    assert base.override(base.TrainConfig(), ["encoder.qk_norm=true"]).encoder.qk_norm
+
+
+def test_pre_training_refuses_a_distillation_token_in_its_config():
+    with pytest.raises(base.ConfigError, match="no distillation token"):
+        base.override(base.PretrainConfig(), ["distillation=true"])
+    with pytest.raises(base.ConfigError, match="normalised tokens"):
+        base.override(base.PretrainConfig(), ["fc_norm=true"])
+
+
 def test_fingerprints_ignore_only_where_and_how_loudly_a_run_runs():
     config = base.load_config("digits")
     same = base.override(

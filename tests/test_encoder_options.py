@@ -228,3 +228,35 @@ def test_park_and_kim_cifar_vit_ti_has_their_parameter_count():
             "192x12x768x3/2", image_size=32, num_classes=100, qkv_bias=False
         )
         assert model.count_params() == 5_403_172
+
+
+def test_a_family_refuses_a_whole_options_object():
+    with pytest.raises(TypeError, match="DINOv2 with registers models take single"):
+        keras_vit.models.DINOv2_S14(options=EncoderOptions(qk_norm=True))
+
+
+@pytest.mark.parametrize(
+    "build, misspelt, meant",
+    [
+        (keras_vit.ViT, "num_class", "num_classes"),
+        (keras_vit.ViT, "qknorm", "qk_norm"),
+        (keras_vit.models.masked_patch_model, "colour_bits", "color_bits"),
+    ],
+)
+def test_a_misspelt_keyword_suggests_the_builders_own_argument(build, misspelt, meant):
+    with pytest.raises(TypeError, match=f"'{misspelt}' \\(did you mean '{meant}'"):
+        build("test/4", image_size=16, **{misspelt: 1})
+
+
+def test_a_model_spec_is_a_variant_and_refuses_another_backbone():
+    spec = keras_vit.models.parse_variant("test/4")
+    assert keras_vit.models.parse_variant(spec) is spec
+    model = keras_vit.models.masked_patch_model(spec, image_size=16)
+    assert ViTLayout.of(model).depth == spec.variant.depth
+    with pytest.raises(ValueError, match="`backbone=` cannot change a ModelSpec"):
+        keras_vit.ViT(spec, image_size=16, backbone=(3, 4))
+
+
+def test_masked_pre_training_refuses_fc_norm():
+    with pytest.raises(ValueError, match="fc_norm=True leaves them unnormalised"):
+        masked_patch_model("test/4", image_size=16, fc_norm=True)

@@ -399,3 +399,25 @@ def test_with_image_size_keeps_both_prefix_rows_of_a_distilled_table():
             model.get_layer(name).weights, bigger.get_layer(name).weights, strict=True
         ):
             np.testing.assert_array_equal(a.numpy(), b.numpy())
+
+
+def test_a_family_tag_for_a_plain_model_names_the_builder_before_any_download(
+    monkeypatch,
+):
+    from keras_vit.weights import registry
+
+    def no_download(*args, **kwargs):
+        raise AssertionError("downloaded")
+
+    monkeypatch.setattr(registry, "fetch", no_download)
+    with keras.StatelessScope(initialize_variables=False):
+        with pytest.raises(
+            CheckpointError,
+            match=r"'dinov2_lvd142m' is a DINOv2 with registers checkpoint: this "
+            r"tag needs keras_vit\.models\.DINOv2_S14 \(the model differs in "
+            r"num_registers, no_embed_class, layer_scale_init\)",
+        ):
+            keras_vit.ViT("S/14", image_size=518, weights="dinov2_lvd142m")
+        model = models.DINOv2_S14(image_size=28)
+    with pytest.raises(AssertionError, match="downloaded"):  # the family fits
+        load_weights(model, "dinov2_lvd142m")

@@ -54,6 +54,22 @@ def test_these_imports_load_no_framework(statement):
 
 
 @pytest.mark.parametrize(
+    "first",
+    ["keras_vit.layers", "keras_vit.layers.attention", "keras_vit.models.encoder"],
+)
+def test_a_keras_vit_module_that_imports_keras_first_imports_and_registers(first):
+    result = _python(
+        f"""
+        import {first}
+        import keras
+        print(keras.saving.get_registered_object("keras_vit>TransformerBlock"))
+        """
+    )
+    assert result.returncode == 0, result.stderr
+    assert "TransformerBlock" in result.stdout
+
+
+@pytest.mark.parametrize(
     "order",
     [
         "import keras; import keras_vit",
@@ -89,17 +105,67 @@ def test_a_saved_model_loads_after_import_keras_vit_in_any_order(tmp_path, order
     assert loaded.stdout.strip() == "ok"
 
 
-@pytest.mark.parametrize(
-    "package",
-    ["keras_vit", "keras_vit.models", "keras_vit.training", "keras_vit.export"],
+# Every package with an `__all__` (lazy or not).
+PACKAGES = sorted(
+    ".".join(path.relative_to(ROOT).parent.parts)
+    for path in (ROOT / "keras_vit").rglob("__init__.py")
+    if "__all__" in path.read_text()
 )
-def test_every_public_name_resolves(package):
+
+
+def test_the_package_list_has_the_lazy_packages():
+    lazy = {
+        ".".join(path.relative_to(ROOT).parent.parts)
+        for path in (ROOT / "keras_vit").rglob("__init__.py")
+        if "lazy_exports(" in path.read_text()
+    }
+    assert lazy <= set(PACKAGES)
+    assert {"keras_vit.weights", "keras_vit.interop", "keras_vit.models.cnn"} <= lazy
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_every_public_name_resolves_and_import_star_works(package):
     module = importlib.import_module(package)
     for name in module.__all__:
         assert getattr(module, name) is not None, f"{package}.{name}"
         assert name in dir(module)
+    namespace = {}
+    exec(f"from {package} import *", namespace)  # noqa: S102
+    assert set(module.__all__) <= set(namespace)
     with pytest.raises(AttributeError, match="has no attribute 'no_such_name'"):
         module.no_such_name  # noqa: B018
+
+
+@pytest.mark.parametrize(
+    "module,name,instead",
+    [
+        ("keras_vit.weights", "RENAMES", "dialects.ours.RULES"),
+        ("keras_vit.weights.formats.npz", "RENAMES", "dialects.ours.RULES"),
+        ("keras_vit.weights.formats.npz", "variable_path", "checkpoint_layout"),
+        ("keras_vit.weights.formats.safetensors", "detect_layout", "dialect_of"),
+        ("keras_vit.weights.formats.safetensors", "is_big_vision", "recognizes"),
+    ],
+)
+def test_removed_names_raise_naming_their_replacement(module, name, instead):
+    with pytest.raises(AttributeError, match=f"no attribute '{name}'.*{instead}"):
+        getattr(importlib.import_module(module), name)
+
+
+def test_reload_of_a_moved_module_works_after_an_import_by_its_old_path():
+    result = _python(
+        """
+        import importlib, warnings
+        import keras_vit
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            module = importlib.import_module("keras_vit.masked_patch")
+        assert module.__spec__.name == "keras_vit.models.masked_patch"
+        assert importlib.reload(module) is module
+        print("ok")
+        """
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "ok"
 
 
 @pytest.mark.parametrize("old,new", sorted(_imports.MOVED.items()))

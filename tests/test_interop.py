@@ -99,6 +99,28 @@ def test_keras_vit_classifier_to_keras_hub_and_back():
     _close(from_keras_hub(hub)(images), model(images))
 
 
+def test_a_model_without_qkv_biases_converts_with_zero_biases():
+    model = keras_vit.ViT("test/4", image_size=16, num_classes=3, qkv_bias=False)
+    _randomize(model, seed=10)
+    images = _images(seed=11)
+    hub = to_keras_hub(model)
+    _close(hub(images), model(images))
+    biases = [w for w in hub.weights if w.path.endswith(("query/bias", "key/bias"))]
+    assert biases and not any(np.any(w.numpy()) for w in biases)
+
+
+def test_a_dinov2_model_without_qkv_biases_converts_with_its_drop_path():
+    model = keras_vit.ViT(
+        "test/8", image_size=32, include_top=False, pooling=None, qkv_bias=False,
+        drop_path_rate=0.1,
+    )  # fmt: skip
+    _randomize(model, seed=12)
+    images = _images(seed=13, size=32)
+    hub = to_keras_hub(model, backbone="dinov2")
+    assert hub.drop_path_rate == pytest.approx(0.1)
+    _close(hub(images), model(images))
+
+
 def test_converted_model_is_a_full_keras_vit_model():
     vit = from_keras_hub(_classifier())
     layout = keras_vit.models.ViTLayout.of(vit)

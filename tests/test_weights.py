@@ -641,3 +641,40 @@ def test_old_weights_module_paths_and_names_still_work_with_a_warning(tiny):
         assert safetensors.to_original_layout is keras_vit.weights.to_original_layout
     with pytest.raises(AttributeError, match="no attribute 'variable_path'"):
         npz.variable_path  # noqa: B018
+
+
+@pytest.mark.parametrize(
+    "adapt, message",
+    [
+        (
+            lambda m: keras_vit.finetune.enable_lora(m, rank=2),
+            "unmerged LoRA adapters .*merge_lora\\(\\) first",
+        ),
+        (
+            lambda m: keras_vit.finetune.quantize(m, "int8"),
+            "is quantized .*load weights before quantize",
+        ),
+    ],
+    ids=["lora", "int8"],
+)
+def test_lora_or_quantized_models_are_refused_naming_the_order(adapt, message):
+    source = keras_vit.ViT("test/4", image_size=16, num_classes=3)
+    model = keras_vit.ViT("test/4", image_size=16, num_classes=3)
+    adapt(model)
+    with pytest.raises(CheckpointError, match=message):
+        load_weights(model, source)
+    with pytest.raises(CheckpointError, match="merge_lora|before quantize") as info:
+        load_weights(source, model)  # read from: the adapted model is the source
+    assert "\n" not in str(info.value)
+
+
+def test_a_lora_model_is_read_once_its_adapters_are_merged():
+    model = keras_vit.ViT("test/4", image_size=16, num_classes=3)
+    keras_vit.finetune.enable_lora(model, rank=2)
+    with pytest.raises(CheckpointError, match="merge_lora\\(model\\) instead"):
+        keras_vit.weights.from_model(model)
+    merged = keras_vit.finetune.merge_lora(model)
+    target = keras_vit.ViT("test/4", image_size=16, num_classes=3)
+    load_weights(target, merged)
+    images = np.ones((1, 16, 16, 3), "float32")
+    np.testing.assert_allclose(target(images), model(images), atol=1e-5)

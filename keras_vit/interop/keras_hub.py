@@ -45,7 +45,7 @@ from __future__ import annotations
 import keras
 import numpy as np
 
-from keras_vit.layers.transformer_block import LAYER_NORM_EPSILON
+from keras_vit.layers.layer_norm import LAYER_NORM_EPSILON
 from keras_vit.models import layout as names
 from keras_vit.models.layout import ViTLayout
 from keras_vit.models.options import EncoderOptions
@@ -72,9 +72,9 @@ def _keras_hub():
     return keras_hub
 
 
-def _original_key(path: str, dialect: rules.Dialect = VIT) -> str | None:
-    """A keras-hub variable path -> its original-layout key, or `None`."""
-    match = rules.find(path, dialect)
+def _original_key(path: str) -> str | None:
+    """A keras-hub `ViTBackbone` variable path -> its original-layout key."""
+    match = rules.find(path, VIT)
     return None if match is None else match.key
 
 
@@ -268,8 +268,11 @@ def _check_vit(model: keras.Model, layout: ViTLayout) -> None:
         (block["qk_norm"], "QK-norm"),
         (block["mlp"] != "gelu", f"the {block['mlp']!r} MLP"),
         (block["gelu_approximate"], "the tanh GELU"),
-        (block["layer_norm_epsilon"] != 1e-6, "another LayerNorm epsilon"),
-        ("conv_root" in present, "a ResNet backbone (hybrid)"),
+        (
+            block["layer_norm_epsilon"] != LAYER_NORM_EPSILON,
+            "another LayerNorm epsilon",
+        ),
+        (names.ROOT_CONV in present, "a ResNet backbone (hybrid)"),
         (layout.dynamic or layout.pads_images, "a dynamic image size"),
         (layout.has_preprocessing, "include_preprocessing"),
     ]
@@ -365,7 +368,7 @@ def to_keras_hub(model: keras.Model, backbone: str = "vit"):
             activation=head["activation"] if head["activation"] != "linear" else None,
             name=model.name,
         )
-    params = from_model(model).params
+    params = _with_qkv_biases(from_model(model).params, layout, hidden)
     values = [
         (v, _value_for(v, _original_key(v.path), params, model.name))
         for v in target.weights
@@ -373,6 +376,21 @@ def to_keras_hub(model: keras.Model, backbone: str = "vit"):
     for variable, value in values:
         variable.assign(value)
     return target
+
+
+def _with_qkv_biases(params: dict, layout: ViTLayout, hidden: int) -> dict:
+    """`params` with zero query/key/value biases where the model has none.
+
+    keras-hub's attention always has them; a model built with
+    `qkv_bias=False` computes the same with zeros.
+    """
+    heads = int(layout.block(0).num_heads)
+    zeros = np.zeros((heads, hidden // heads), np.float32)
+    params = dict(params)
+    for i in range(layout.depth):
+        for key in keys.QKV_BIASES:
+            params.setdefault(key.format(i=i), zeros)
+    return params
 
 
 def _value_for(variable, key, params: dict, name: str) -> np.ndarray:
@@ -446,8 +464,11 @@ def _check_dinov2(model: keras.Model, layout: ViTLayout) -> None:
         (names.DIST_TOKEN in present, "a distillation token"),
         (block["qk_norm"], "QK-norm"),
         (block["gelu_approximate"], "the tanh GELU"),
-        (block["layer_norm_epsilon"] != 1e-6, "another LayerNorm epsilon"),
-        ("conv_root" in present, "a ResNet backbone (hybrid)"),
+        (
+            block["layer_norm_epsilon"] != LAYER_NORM_EPSILON,
+            "another LayerNorm epsilon",
+        ),
+        (names.ROOT_CONV in present, "a ResNet backbone (hybrid)"),
         (layout.dynamic or layout.pads_images, "a dynamic image size"),
         (layout.has_preprocessing, "include_preprocessing"),
         (layout.image_size[0] != layout.image_size[1], "a non-square image"),
@@ -472,22 +493,25 @@ def _dinov2_to_keras_hub(model: keras.Model, layout: ViTLayout):
     config = block.get_config()
     swiglu = config["mlp"] == "swiglu"
     mlp_dim = int(config["mlp_dim"])
+    hidden = int(layout.embedding.get_config()["hidden_dim"])
     shape = (*layout.image_size, layout.channels)
     backbone = keras_hub.models.DINOV2Backbone(
         patch_size=int(layout.stride[0]),
         num_layers=layout.depth,
-        hidden_dim=int(layout.embedding.get_config()["hidden_dim"]),
+        hidden_dim=hidden,
         num_heads=int(config["num_heads"]),
         intermediate_dim=mlp_dim * 3 // 2 if swiglu else mlp_dim,
         layer_scale_init_value=config["layer_scale_init"] or 1.0,
         num_register_tokens=layout.num_registers,
         use_swiglu_ffn=swiglu,
         dropout_rate=float(config["dropout_rate"]),
+        # keras-hub drops every block at one rate; keras_vit's last block has it.
+        drop_path_rate=layout.encoder_options.drop_path_rate,
         image_shape=shape,
         position_embedding_shape=shape,
         name=f"{model.name}_backbone",
     )
-    params = dict(from_model(model).params)
+    params = _with_qkv_biases(from_model(model).params, layout, hidden)
     table = params[keys.POSEMB_KEY]
     if table.shape[1] == layout.num_patches:  # no class row: keras-hub adds one
         params[keys.POSEMB_KEY] = np.concatenate(

@@ -2,21 +2,38 @@
 
 from __future__ import annotations
 
+import warnings
+
 import keras
 from keras import ops
 
 from keras_vit.layers import custom_grads
-from keras_vit.layers.attention_adapters import LORA_TARGETS
+from keras_vit.layers.attention_adapters import PROJECTIONS
 from keras_vit.layers.attention_adapters import QKV
 from keras_vit.layers.attention_adapters import QUANTIZATION_MODES
 from keras_vit.layers.attention_adapters import FusedKernelAdapters
 from keras_vit.layers.config import use_bfloat16_softmax
 from keras_vit.layers.config import use_fused_attention
 from keras_vit.layers.config import use_recompute_activations
+from keras_vit.layers.layer_norm import LAYER_NORM_EPSILON
 from keras_vit.layers.layer_norm import LayerNorm
 from keras_vit.layers.utils import subset_of
 
-__all__ = ["LORA_TARGETS", "QKV", "QUANTIZATION_MODES", "MultiHeadSelfAttention"]
+__all__ = ["PROJECTIONS", "QKV", "QUANTIZATION_MODES", "MultiHeadSelfAttention"]
+
+
+def __getattr__(name):
+    """The old name of `PROJECTIONS`, with a `DeprecationWarning`."""
+    if name == "LORA_TARGETS":
+        warnings.warn(
+            f"{__name__}.LORA_TARGETS is now PROJECTIONS (the model's LoRA "
+            "targets are keras_vit.models.options.LORA_TARGETS); the old name "
+            "will be removed in a later release.",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return PROJECTIONS
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @keras.saving.register_keras_serializable(package="keras_vit")
@@ -105,7 +122,7 @@ class MultiHeadSelfAttention(FusedKernelAdapters, keras.layers.Layer):
         qkv_bias: bool = True,
         lora_rank: int | None = None,
         lora_alpha: float | None = None,
-        lora_targets=LORA_TARGETS,
+        lora_targets=PROJECTIONS,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -130,15 +147,19 @@ class MultiHeadSelfAttention(FusedKernelAdapters, keras.layers.Layer):
             self.seed_generator = keras.random.SeedGenerator()
         self.lora_rank = None if lora_rank is None else int(lora_rank)
         self.lora_alpha = lora_alpha
-        self.lora_targets = subset_of(lora_targets, LORA_TARGETS, "lora_targets")
+        self.lora_targets = subset_of(lora_targets, PROJECTIONS, "lora_targets")
         self.lora_enabled = False
         self.qk_norm = bool(qk_norm)
         if self.qk_norm:
             # The norms stay in float when the layer is (re)built quantized,
             # e.g. under "int8_from_float32": its float source policy.
             policy = self.dtype_policy.name.split("_from_")[-1]
-            self.query_norm = LayerNorm(epsilon=1e-6, name="query_norm", dtype=policy)
-            self.key_norm = LayerNorm(epsilon=1e-6, name="key_norm", dtype=policy)
+            self.query_norm = LayerNorm(
+                epsilon=LAYER_NORM_EPSILON, name="query_norm", dtype=policy
+            )
+            self.key_norm = LayerNorm(
+                epsilon=LAYER_NORM_EPSILON, name="key_norm", dtype=policy
+            )
 
     def build(self, input_shape):
         dim = input_shape[-1]

@@ -26,10 +26,11 @@ from keras_vit import keras_internals
 from keras_vit.layers import custom_grads
 from keras_vit.layers.utils import subset_of
 
-# The projections that can carry LoRA adapters; the first three are the
-# slices of the fused kernel, in its axis-1 order.
-LORA_TARGETS = ("query", "key", "value", "out")
-QKV = LORA_TARGETS[:3]
+# The layer's projections, each of which can carry LoRA adapters (the
+# model-level targets are `keras_vit.models.options.LORA_TARGETS`); the first
+# three are the slices of the fused kernel, in its axis-1 order.
+PROJECTIONS = ("query", "key", "value", "out")
+QKV = PROJECTIONS[:3]
 # Quantization modes with a quantized call path here.
 QUANTIZATION_MODES = ("int8", "int4")
 
@@ -71,7 +72,7 @@ class FusedKernelAdapters:
         self,
         rank: int,
         lora_alpha: float | None = None,
-        targets=LORA_TARGETS,
+        targets=PROJECTIONS,
         a_initializer="he_uniform",
         b_initializer="zeros",
     ):
@@ -105,7 +106,7 @@ class FusedKernelAdapters:
             raise ValueError(f"LoRA is already enabled on layer {self.name!r}.")
         if int(rank) <= 0:
             raise ValueError(f"`rank` must be positive. Received: rank={rank}")
-        targets = subset_of(targets, LORA_TARGETS, "lora_targets")
+        targets = subset_of(targets, PROJECTIONS, "lora_targets")
         dim = self.num_heads * self.head_dim
         a_init = keras.initializers.get(a_initializer)
         b_init = keras.initializers.get(b_initializer)

@@ -8,6 +8,9 @@ from keras import ops
 from keras_vit.layers import custom_grads
 from keras_vit.layers.config import use_closed_form_layer_norm
 
+# The epsilon of every LayerNorm of the paper's ViT (and of its checkpoints).
+LAYER_NORM_EPSILON = 1e-6
+
 
 @keras.saving.register_keras_serializable(package="keras_vit")
 class LayerNorm(keras.layers.LayerNormalization):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import keras
 from keras import ops
 
+from keras_vit.layers.layer_norm import LAYER_NORM_EPSILON
 from keras_vit.layers.layer_norm import LayerNorm
 from keras_vit.layers.transformer_block import gelu
 
@@ -50,7 +51,7 @@ class MAPHead(keras.layers.Layer):
         num_heads: int,
         mlp_dim: int,
         num_prefix_tokens: int = 0,
-        layer_norm_epsilon: float = 1e-6,
+        layer_norm_epsilon: float = LAYER_NORM_EPSILON,
         gelu_approximate: bool = False,
         **kwargs,
     ):

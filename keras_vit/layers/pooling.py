@@ -5,7 +5,7 @@ from __future__ import annotations
 import keras
 from keras import ops
 
-POOLING_MODES = ("token", "gap")
+from keras_vit.models.options import POOLING_MODES
 
 
 @keras.saving.register_keras_serializable(package="keras_vit")

@@ -11,11 +11,11 @@ from keras_vit.layers.attention import MultiHeadSelfAttention
 from keras_vit.layers.config import use_erf_gelu
 from keras_vit.layers.config import use_recompute_activations
 from keras_vit.layers.drop_path import DropPath
+from keras_vit.layers.layer_norm import LAYER_NORM_EPSILON
 from keras_vit.layers.layer_norm import LayerNorm
 from keras_vit.layers.layer_scale import LayerScale
+from keras_vit.models.options import MLP_KINDS
 
-LAYER_NORM_EPSILON = 1e-6
-MLP_KINDS = ("gelu", "swiglu")
 # The sublayers `model.quantize` can change (see `sublayer_dtypes`).
 SUBLAYERS_WITH_DTYPES = ("attention", "mlp_dense_1", "mlp_dense_2")
 

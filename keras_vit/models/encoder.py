@@ -18,7 +18,7 @@ from keras_vit.layers import PatchEmbedding
 from keras_vit.layers import RegisterTokens
 from keras_vit.layers import TokenPooling
 from keras_vit.layers import TransformerBlock
-from keras_vit.layers.transformer_block import LAYER_NORM_EPSILON
+from keras_vit.layers.layer_norm import LAYER_NORM_EPSILON
 from keras_vit.models import layout as names
 from keras_vit.models.options import EncoderOptions
 from keras_vit.models.resnet import resnet_features

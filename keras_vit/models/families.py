@@ -2,8 +2,8 @@
 
 Each is `keras_vit.ViT(variant, options=<the family's EncoderOptions>,
 **kwargs)` with the family of `keras_vit.models.options.FAMILIES`; every
-argument of `keras_vit.ViT` (encoder options included) is accepted and
-overrides the family's.
+argument of `keras_vit.ViT` but `options` (encoder options included, one by
+one) is accepted and overrides the family's.
 """
 
 from __future__ import annotations
@@ -34,8 +34,12 @@ def family_model(variant: str, family: str, **kwargs) -> keras.Model:
         variant: e.g. `"S/14"`.
         family: A key of `keras_vit.models.options.FAMILIES`, e.g.
             `"dinov2"`.
-        **kwargs: Any `keras_vit.ViT` argument, encoder options included;
-            overrides the family's.
+        **kwargs: Any `keras_vit.ViT` argument but `options`, single
+            encoder options included; overrides the family's.
+
+    Raises:
+        TypeError: `options=` is passed: it would replace the family's
+            options whole.
 
     Example:
 
@@ -45,6 +49,12 @@ def family_model(variant: str, family: str, **kwargs) -> keras.Model:
     """
     if family not in FAMILIES:
         raise ValueError(f"Unknown family {family!r}. Known: {sorted(FAMILIES)}.")
+    if "options" in kwargs:
+        raise TypeError(
+            f"The {FAMILIES[family].title} models take single encoder options as "
+            "keywords (e.g. qk_norm=True), not `options=`, which would replace "
+            "the family's; use keras_vit.ViT(variant, options=...) for that."
+        )
     arguments = {"options": FAMILIES[family].options, **FAMILIES[family].defaults}
     arguments.update(kwargs)
     arguments.setdefault("name", _default_name(variant, family))
@@ -62,8 +72,8 @@ def _default_name(variant, family: str) -> str:
 
 _DOC = """Builds {title} {variant}: `keras_vit.ViT("{variant}", ...)` with {options}.
 
-    Every keyword argument of `keras_vit.ViT` is accepted and overrides
-    the family's options.
+    Every keyword argument of `keras_vit.ViT` but `options` is accepted and
+    overrides the family's options.
 
     Example:
 

@@ -15,11 +15,6 @@ from keras_vit.models.layout import LayoutError
 from keras_vit.models.layout import ModelLayout
 
 
-def block_names(model: keras.Model) -> list[str]:
-    """Names of the model's blocks, in order of depth."""
-    return list(ModelLayout.of(model).block_names)
-
-
 def feature_extractor(
     model: keras.Model,
     blocks: list[int] | str | None = "all",
@@ -53,8 +48,8 @@ def feature_extractor(
         include_pooled: Expose `"pooled"`. Defaults to `True`.
         include_tokens: Expose the final sequence or map (`"tokens"` or
             `"features"`). Defaults to `True`.
-        include_features: The same switch under the CNN's name; when given,
-            it decides.
+        include_features: Deprecated: the old name of `include_tokens`
+            for a CNN; when given, it decides, with a `DeprecationWarning`.
 
     Example:
 
@@ -64,8 +59,15 @@ def feature_extractor(
     out = features(images)  # {"pooled", "tokens", "block_11", "block_8"}
     ```
     """
+    if include_features is not None:
+        warnings.warn(
+            "feature_extractor(include_features=...) is deprecated: pass "
+            "include_tokens=..., which switches the final map of every model.",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        include_tokens = include_features
     layout = ModelLayout.of(model)
-    include_final = include_tokens if include_features is None else include_features
     outputs = {}
     if include_pooled:
         if layout.pooled_name is None:
@@ -74,7 +76,7 @@ def feature_extractor(
                 "pooling=None); use include_pooled=False."
             )
         outputs["pooled"] = layout.pooled.output
-    if include_final:
+    if include_tokens:
         outputs[layout.final_key] = layout.final.output
     selected = [] if blocks is None or blocks == [] else layout.block_indices(blocks)
     for index in selected:
@@ -97,6 +99,4 @@ def cnn_feature_extractor(
         DeprecationWarning,
         stacklevel=2,
     )
-    return feature_extractor(
-        model, blocks, include_pooled, include_features=include_features
-    )
+    return feature_extractor(model, blocks, include_pooled, include_features)

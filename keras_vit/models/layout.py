@@ -24,6 +24,7 @@ import dataclasses
 
 import keras
 
+from keras_vit.layers.map_head import MAPHead
 from keras_vit.models.options import EncoderOptions
 
 # The input and the layers, in graph order.
@@ -52,6 +53,12 @@ PATCH_CORRUPTION = "patch_corruption"
 MEAN_COLOR_TARGETS = "mean_color_targets"
 MASKED_PATCH_HEAD = "masked_patch_head"
 
+# The BiT ResNet of the hybrids: its root, then units named by a template
+# with `{s}` the stage and `{u}` the unit, both from 1 (`unit_name`).
+ROOT_CONV = "conv_root"
+ROOT_NORM = "gn_root"
+UNIT = "block{s}_unit{u}"
+
 # Layers that belong to a task head, not to the encoder. The weights path
 # applies one rule to them (`keras_vit.weights.load_weights`).
 HEAD_LAYERS = (PRE_LOGITS, HEAD, HEAD_DIST, MASKED_PATCH_HEAD)
@@ -71,6 +78,11 @@ def block_index(name: str) -> int | None:
         return None
     suffix = name[len(BLOCK_PREFIX) :]
     return int(suffix) if suffix.isdigit() else None
+
+
+def unit_name(stage: int, unit: int) -> str:
+    """The name prefix of a hybrid ResNet unit, e.g. `"block1_unit1"` (from 1)."""
+    return UNIT.format(s=int(stage), u=int(unit))
 
 
 class LayoutError(ValueError):
@@ -275,7 +287,7 @@ class ViTLayout(ModelLayout):
         pooling = None
         if POOL in names:
             pool = self.layer(POOL)
-            pooling = pool.get_config().get("mode", "map")
+            pooling = "map" if isinstance(pool, MAPHead) else pool.mode
         return EncoderOptions(
             class_token=CLASS_TOKEN in names,
             distillation=DIST_TOKEN in names,

@@ -42,7 +42,9 @@ from keras_vit.models.encoder import patch_tokens
 from keras_vit.models.encoder import readout
 from keras_vit.models.functional import OptimizerFirstModel
 from keras_vit.models.options import EncoderOptions
+from keras_vit.models.options import builder_arguments
 from keras_vit.models.options import resolve_options
+from keras_vit.models.variants import ModelSpec
 from keras_vit.models.variants import parse_variant
 
 # Paper §4.6: corrupt 50% of the patches; 80% [mask], 10% random, 10% kept.
@@ -387,7 +389,7 @@ class MaskedPatchModel(OptimizerFirstModel):
 
 
 def masked_patch_model(
-    variant: str = "B/16",
+    variant: str | ModelSpec = "B/16",
     *,
     image_size: int | tuple[int, int] = 224,
     channels: int = 3,
@@ -415,8 +417,8 @@ def masked_patch_model(
     `mean_color_targets`) computes the targets from the input images.
 
     Args:
-        variant: Size and patch, e.g. `"B/16"` or `"R50+B/16"`. See
-            `keras_vit.VARIANTS`.
+        variant: Size and patch, e.g. `"B/16"` or `"R50+B/16"` (see
+            `keras_vit.VARIANTS`), or a `keras_vit.models.ModelSpec`.
         image_size: Input size, an int or `(height, width)`. Defaults to 224.
         channels: Input channels. Defaults to 3.
         corruption_rate: Fraction of patches corrupted. Defaults to 0.5.
@@ -445,7 +447,7 @@ def masked_patch_model(
     model.fit(images, batch_size=32, epochs=1)
     ```
     """
-    options = resolve_options(options, encoder_options)
+    options = resolve_options(options, encoder_options, _ARGUMENTS)
     spec = parse_variant(variant)
     image_size = to_pair(image_size, "image_size")
     check_image_size(spec, image_size)
@@ -456,6 +458,12 @@ def masked_patch_model(
         )
     if options.distillation:
         raise ValueError("A masked-patch model has no distillation token.")
+    if options.fc_norm:
+        raise ValueError(
+            "A masked-patch model predicts from the normalised tokens, and "
+            "fc_norm=True leaves them unnormalised (it normalises only the "
+            "pooled output); use fc_norm=False."
+        )
     prefix = options.num_prefix_tokens
     mixed = keras.config.dtype_policy().compute_dtype != "float32"
 
@@ -477,6 +485,10 @@ def masked_patch_model(
     )(x[:, prefix:])  # (B, N, classes)
     outputs = {"logits": logits, "targets": targets, "mask": mask, "pooled": pooled}
     return MaskedPatchModel(images, outputs, name=name or f"masked_patch_{spec.name}")
+
+
+# masked_patch_model's own parameters, suggested for a misspelt keyword.
+_ARGUMENTS = builder_arguments(masked_patch_model)
 
 
 def transfer_encoder(

@@ -25,10 +25,14 @@ model = keras_vit.ViT("test/4", image_size=16, qk_norm=True)  # the same
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import numbers
 import types
 
-POOLINGS = ("token", "gap", "map", None)
+# `keras_vit.layers.TokenPooling`'s modes; the encoder also pools with the
+# attention-pooling head ("map") or not at all (None: the tokens).
+POOLING_MODES = ("token", "gap")
+POOLINGS = (*POOLING_MODES, "map", None)
 MLP_KINDS = ("gelu", "swiglu")
 # The projections of an encoder that can carry LoRA adapters
 # (keras_vit.finetune.enable_lora's `targets`): the fused query/key/value
@@ -63,7 +67,10 @@ class EncoderOptions:
             (default) for no scale.
         mlp: The blocks' MLP, `"gelu"` (default) or `"swiglu"` (DINOv2-g).
         gelu_approximate: `False` (default) for the exact erf GELU of the
-            paper; `True` for the tanh form the JAX reference computes.
+            paper; `True` for the tanh form the JAX reference computes. It
+            applies to the GELU MLPs: the blocks' with `mlp="gelu"`, and the
+            attention-pooling head's (`pooling="map"`) whatever `mlp` is
+            (with `mlp="swiglu"` and another pooling it changes nothing).
         dropout_rate: Dropout after the position embedding, the attention
             and the MLP layers. Defaults to 0.
         attention_dropout_rate: Dropout on attention probabilities.
@@ -179,12 +186,29 @@ def option_names() -> tuple[str, ...]:
     return tuple(f.name for f in dataclasses.fields(EncoderOptions))
 
 
-def resolve_options(options: EncoderOptions | None, overrides: dict) -> EncoderOptions:
+def builder_arguments(builder) -> tuple[str, ...]:
+    """A model builder's own parameter names (not `options`, not `**`)."""
+    return tuple(
+        name
+        for name, parameter in inspect.signature(builder).parameters.items()
+        if name != "options" and parameter.kind is not parameter.VAR_KEYWORD
+    )
+
+
+def resolve_options(
+    options: EncoderOptions | None, overrides: dict, arguments: tuple[str, ...] = ()
+) -> EncoderOptions:
     """`options` (default `EncoderOptions()`) with keyword `overrides` applied.
+
+    Args:
+        options: The encoder options, or `None` for the defaults.
+        overrides: `{option: value}`, the builder's `**encoder_options`.
+        arguments: The builder's own parameter names, suggested too for a
+            misspelt keyword (`num_class` -> `num_classes`).
 
     Raises:
         TypeError: `options` is not an `EncoderOptions`, or an override
-            names no option (the message suggests the closest).
+            names no option (the message suggests the closest name).
         ValueError: the result is invalid (see `EncoderOptions`).
     """
     if options is None:
@@ -194,15 +218,18 @@ def resolve_options(options: EncoderOptions | None, overrides: dict) -> EncoderO
             "`options` must be a keras_vit.EncoderOptions. "
             f"Received: {type(options).__name__}"
         )
+    unknown = sorted(set(overrides) - set(option_names()))
+    if unknown:
+        raise TypeError(_unknown_message(unknown, arguments))
     return options.replace(**overrides) if overrides else options
 
 
-def _unknown_message(unknown: list[str]) -> str:
+def _unknown_message(unknown: list[str], arguments: tuple[str, ...] = ()) -> str:
     import difflib
 
     parts = []
     for name in unknown:
-        close = difflib.get_close_matches(name, option_names(), n=1)
+        close = difflib.get_close_matches(name, (*arguments, *option_names()), n=1)
         parts.append(f"{name!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
     return (
         f"Unexpected keyword argument(s) {', '.join(parts)}; the encoder "

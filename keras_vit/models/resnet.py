@@ -11,6 +11,7 @@ from __future__ import annotations
 import keras
 
 from keras_vit.layers import StdConv2D
+from keras_vit.models import layout as names
 from keras_vit.models.variants import ResNetSpec
 
 GROUP_NORM_GROUPS = 32
@@ -54,12 +55,12 @@ def resnet_features(x, spec: ResNetSpec):
         The feature map `(batch, height / stride, width / stride, channels)`
         with `spec.out_channels` channels.
     """
-    x = StdConv2D(spec.width, 7, strides=2, name="conv_root")(x)
-    x = keras.layers.ReLU(name="relu_root")(_group_norm("gn_root")(x))
+    x = StdConv2D(spec.width, 7, strides=2, name=names.ROOT_CONV)(x)
+    x = keras.layers.ReLU(name="relu_root")(_group_norm(names.ROOT_NORM)(x))
     x = keras.layers.MaxPooling2D(3, strides=2, padding="same", name="pool_root")(x)
     for stage, units in enumerate(spec.layers):
         features = spec.width * 2**stage
         for unit in range(units):
             strides = 2 if stage > 0 and unit == 0 else 1
-            x = _bottleneck(x, features, strides, f"block{stage + 1}_unit{unit + 1}")
+            x = _bottleneck(x, features, strides, names.unit_name(stage + 1, unit + 1))
     return x

@@ -102,7 +102,7 @@ class ModelSpec:
 
 
 def parse_variant(
-    variant: str, backbone: ResNetSpec | tuple[int, ...] | None = None
+    variant: str | ModelSpec, backbone: ResNetSpec | tuple[int, ...] | None = None
 ) -> ModelSpec:
     """Parses `"B/16"`, `"L/32"`, `"R50+B/16"`, `"192x12x768x3/2"` into a `ModelSpec`.
 
@@ -112,14 +112,23 @@ def parse_variant(
             stride of a token: the patch size of a plain ViT, and backbone
             stride times patch size of a hybrid. A size the table does not
             list is spelled `"<width>x<depth>x<mlp width>x<heads>/<patch>"`
-            (e.g. Park & Kim's CIFAR ViT-Ti, `"192x12x768x3/2"`).
+            (e.g. Park & Kim's CIFAR ViT-Ti, `"192x12x768x3/2"`). A
+            `ModelSpec` is returned as it is.
         backbone: A custom `ResNetSpec` (or its `layers` tuple) for a hybrid;
-            not allowed together with a backbone name in `variant`.
+            not allowed together with a backbone name in `variant`, nor with
+            a `ModelSpec` (which holds its own backbone).
 
     Raises:
         ValueError: for an unknown size or backbone, or a stride the backbone
             does not divide.
     """
+    if isinstance(variant, ModelSpec):
+        if backbone is not None:
+            raise ValueError(
+                "`backbone=` cannot change a ModelSpec; set its `backbone` field "
+                "(or pass a variant name)."
+            )
+        return variant
     custom = _CUSTOM_PATTERN.match(variant) if isinstance(variant, str) else None
     if custom is not None and backbone is None:
         width, depth, mlp, heads, patch = (int(g) for g in custom.groups())

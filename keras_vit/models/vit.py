@@ -17,6 +17,7 @@ from keras_vit.models.encoder import patch_tokens
 from keras_vit.models.encoder import readout
 from keras_vit.models.functional import OptimizerFirstModel
 from keras_vit.models.options import EncoderOptions
+from keras_vit.models.options import builder_arguments
 from keras_vit.models.options import resolve_options
 from keras_vit.models.variants import ModelSpec
 from keras_vit.models.variants import ResNetSpec
@@ -132,10 +133,8 @@ def ViT(  # noqa: N802
     Reference:
     - [Dosovitskiy et al., 2021](https://arxiv.org/abs/2010.11929).
     """
-    options = resolve_options(options, encoder_options)
-    spec = (
-        variant if isinstance(variant, ModelSpec) else parse_variant(variant, backbone)
-    )
+    options = resolve_options(options, encoder_options, _ARGUMENTS)
+    spec = parse_variant(variant, backbone)
     if patch_size is not None:
         spec = with_patch_size(spec, patch_size)
     image_size = to_pair(image_size, "image_size")
@@ -198,6 +197,10 @@ def ViT(  # noqa: N802
     return model
 
 
+# ViT's own parameters, suggested for a misspelt keyword.
+_ARGUMENTS = builder_arguments(ViT)
+
+
 def _distilled_logits(logits, tokens, options, num_classes, policy):
     """DeiT: a head on the distillation token (token 1), averaged with `head`."""
     dist = TokenPooling(
@@ -215,11 +218,8 @@ def _distilled_logits(logits, tokens, options, num_classes, policy):
 
 def with_patch_size(spec: ModelSpec, patch_size: int) -> ModelSpec:
     """`spec` with another patch size (on the backbone's map for hybrids)."""
-    if isinstance(patch_size, bool) or not isinstance(patch_size, numbers.Integral):
-        raise ValueError(
-            f"`patch_size` must be a positive integer. Received: {patch_size!r}"
-        )
-    if patch_size <= 0:
+    integral = isinstance(patch_size, numbers.Integral)
+    if isinstance(patch_size, bool) or not integral or patch_size <= 0:
         raise ValueError(
             f"`patch_size` must be a positive integer. Received: {patch_size!r}"
         )

@@ -31,6 +31,7 @@ model = keras_vit.ViT_B16(num_classes=10, image_size=384, weights="augreg_in21k"
 """
 
 from keras_vit import _imports
+from keras_vit.weights import _moved
 
 _EXPORTS = {
     "Architecture": "keras_vit.weights.architecture",
@@ -47,11 +48,12 @@ _EXPORTS = {
     "read_checkpoint": "keras_vit.weights.checkpoint",
     "read_npz": "keras_vit.weights.formats.npz",
     "read_safetensors": "keras_vit.weights.formats.safetensors",
-    "RENAMES": "keras_vit.weights.dialects.ours",
     "to_original_layout": "keras_vit.weights.checkpoint",
     "VariantMismatchError": "keras_vit.weights.errors",
     "WeightsNotFoundError": "keras_vit.weights.errors",
 }
 
 __all__ = sorted(_EXPORTS)
-__getattr__, __dir__ = _imports.lazy_exports(__name__, _EXPORTS)
+_GONE = {"RENAMES": _moved.REMOVED["keras_vit.weights.formats.npz"]["RENAMES"]}
+
+__getattr__, __dir__ = _imports.lazy_exports(__name__, _EXPORTS, _GONE)

@@ -38,7 +38,10 @@ import keras
 import numpy as np
 
 from keras_vit.models import layout as names
+from keras_vit.models.families import FAMILY_MODELS
 from keras_vit.models.layout import ViTLayout
+from keras_vit.models.options import FAMILIES
+from keras_vit.models.options import option_names
 from keras_vit.models.variants import parse_variant
 from keras_vit.weights import architecture
 from keras_vit.weights import checks
@@ -110,7 +113,7 @@ def read_checkpoint(
         return Checkpoint(normalize(dict(weights)), source="a dict of arrays")
     path = os.fspath(weights)
     if registry.is_tag(path) and not os.path.exists(path):
-        return _from_tag(path, layout, cache_dir, tag_variant)
+        return _from_tag(path, model, layout, cache_dir, tag_variant)
     if not os.path.exists(path):
         if os.sep in path or "." in os.path.basename(path):
             raise FileNotFoundError(f"No checkpoint file at {path!r}.")
@@ -123,7 +126,10 @@ def read_checkpoint(
 
 
 # What a directory may hold that `weights=` reads, for the error's hint.
-_FILE_SUFFIXES = (*(s for f in FORMATS for s in f.suffixes), ".keras", ".weights.h5")
+_FILE_SUFFIXES = (
+    *(s for f in FORMATS for s in f.suffixes),
+    *keras_h5.READABLE_SUFFIXES,
+)
 
 
 def _directory_message(path: str) -> str:
@@ -192,11 +198,10 @@ def to_original_layout(
     """
     dialect = dialect_of(tensors)
     if dialect is None:
+        known = [f"{d.name} (`{d.example}`)" for d in DIALECTS]
         raise CheckpointError(
-            f"Unrecognised {what} key layout: expected timm (`pos_embed`, "
-            "`blocks.0.attn.qkv.weight`, ...), Hugging Face "
-            "(`vit.embeddings.patch_embeddings...`) or big_vision "
-            f"(`params/img/...`) keys. First keys: {list(tensors)[:5]}"
+            f"Unrecognised {what} key layout: expected {', '.join(known[:-1])} or "
+            f"{known[-1]} keys. First keys: {list(tensors)[:5]}"
         )
     params, _ = translate(tensors, dialect, num_heads)  # the rest: reported
     return normalize(params)
@@ -208,10 +213,11 @@ def _heads(layout: dict) -> int | None:
     )
 
 
-def _from_tag(tag: str, layout: dict, cache_dir, variant=None) -> Checkpoint:
+def _from_tag(tag: str, model, layout: dict, cache_dir, variant=None) -> Checkpoint:
     if variant is None:
         variant = architecture.describe({k: t.shape for k, t in layout.items()}).variant
     entry = registry.find(tag, variant)
+    _check_family(entry, model)  # before any download
     stride = parse_variant(entry.variant).total_stride
     file = registry.fetch(entry, cache_dir)
     params = _read_file(file, layout)
@@ -221,6 +227,42 @@ def _from_tag(tag: str, layout: dict, cache_dir, variant=None) -> Checkpoint:
         source=file,
         notes=[f"Loaded {entry.tag!r} from {file}."],
     )
+
+
+# The encoder options a checkpoint's keys do not fix (the loading rules
+# handle the pooling; LayerScale is compared by presence).
+_FREE_OPTIONS = (
+    "dropout_rate", "attention_dropout_rate", "drop_path_rate", "remat", "pooling",
+    "gelu_approximate", "layer_scale_init",
+)  # fmt: skip
+
+
+def _check_family(entry: registry.PretrainedWeights, model: keras.Model) -> None:
+    """Refuses, in one line, a family's tag for a model of other options."""
+    if entry.family is None or not ViTLayout.describes(model):
+        return
+    want, have = FAMILIES[entry.family].options, ViTLayout.of(model).encoder_options
+    differ = [
+        f
+        for f in option_names()
+        if f not in _FREE_OPTIONS and getattr(want, f) != getattr(have, f)
+    ]
+    if (want.layer_scale_init is None) != (have.layer_scale_init is None):
+        differ.append("layer_scale_init")
+    if differ:
+        builder = next(
+            (
+                name
+                for name, row in FAMILY_MODELS.items()
+                if row == (entry.variant, entry.family)
+            ),
+            f"family_model({entry.variant!r}, {entry.family!r})",
+        )
+        raise CheckpointError(
+            f"{entry.tag!r} is a {FAMILIES[entry.family].title} checkpoint: this tag "
+            f"needs keras_vit.models.{builder} (the model differs in "
+            f"{', '.join(differ)})."
+        )
 
 
 def from_model(model: keras.Model) -> Checkpoint:
@@ -238,6 +280,7 @@ def from_model(model: keras.Model) -> Checkpoint:
     ```
     """
     vit = _find_vit(model)
+    checks.check_not_adapted([v.path for v in vit.weights], vit.name, source=True)
     values = {variable.path: variable.numpy() for variable in vit.weights}
     return _checkpoint_from_paths(values, ViTLayout.of(vit).grid_size, vit.name)
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
+import re
 import warnings
 from collections.abc import Mapping
 
@@ -39,6 +40,10 @@ from keras_vit.weights.keys import PRE_LOGITS_KEYS
 logger = logging.getLogger("keras_vit.weights")
 
 _MAX_LISTED = 10
+# Variables that adapt a model's weights: LoRA adapters (Keras's `Dense` and
+# keras_vit's attention) and the scales of a quantized kernel.
+_LORA = re.compile(r"(?:^|/|_)lora_kernel_[ab]$")
+_QUANTIZED = re.compile(r"(?:^|/|_)(?:kernel_scale|inputs_scale|[a-z_]*amax_history)$")
 # NumPy-extension float types (ml_dtypes) a checkpoint may hold.
 _LOW_FLOATS = ("bfloat16", "float8_e4m3fn", "float8_e5m2")
 
@@ -191,6 +196,7 @@ def plan_load(
             both shapes.
     """
     layout, unmapped = layout if layout is not None else checkpoint_layout(model)
+    check_not_adapted(unmapped, model.name, source=False)
     if unmapped:
         raise CheckpointError(
             f"The model {model.name!r} has weights that no checkpoint key maps "
@@ -260,6 +266,38 @@ def plan_load(
     for note in notes:
         logger.info(note)
     return LoadPlan(values, notes)
+
+
+def check_not_adapted(paths, model_name: str, *, source: bool) -> None:
+    """Refuses, in one line, a model with LoRA adapters or quantized kernels.
+
+    Args:
+        paths: The model's variable paths (or those no rule maps).
+        model_name: For the message.
+        source: Whether the model is read from (a checkpoint) rather than
+            loaded into.
+
+    Raises:
+        CheckpointError: naming the first adapter or scale variable, and
+            the order of steps that works.
+    """
+    lora = next((p for p in paths if _LORA.search(p)), None)
+    if lora is not None:
+        fix = (
+            "pass keras_vit.finetune.merge_lora(model) instead"
+            if source
+            else "merge_lora() first, or load weights before enable_lora"
+        )
+        raise CheckpointError(
+            f"The model {model_name!r} has unmerged LoRA adapters ({lora!r}): {fix}."
+        )
+    scale = next((p for p in paths if _QUANTIZED.search(p)), None)
+    if scale is not None:
+        step = "read the model" if source else "load weights"
+        raise CheckpointError(
+            f"The model {model_name!r} is quantized ({scale!r}): {step} before "
+            "quantize."
+        )
 
 
 def patch_resize_method(resample_patch: bool | str | None) -> str | None:

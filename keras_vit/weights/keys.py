@@ -94,6 +94,17 @@ def projections(layer: str, names: tuple[str, ...], leaf: str) -> tuple[str, ...
     return tuple(f"{layer}/{name}/{leaf}" for name in names)
 
 
+# The separate projections a fused attention kernel (and bias) holds: the
+# blocks' query/key/value, the attention pool's key/value (timm's `kv`), and
+# the pool's query/key/value (Hugging Face's `in_proj`).
+QKV_KERNELS = projections(ATTENTION, QKV, "kernel")
+QKV_BIASES = projections(ATTENTION, QKV, "bias")
+KV_KERNELS = projections(MAP_ATTENTION, KV, "kernel")
+KV_BIASES = projections(MAP_ATTENTION, KV, "bias")
+MAP_QKV_KERNELS = projections(MAP_ATTENTION, QKV, "kernel")
+MAP_QKV_BIASES = projections(MAP_ATTENTION, QKV, "bias")
+
+
 def template_pattern(template: str) -> str:
     """A template as a regular expression with one named group a placeholder.
 

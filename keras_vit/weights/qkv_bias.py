@@ -15,16 +15,15 @@ from collections.abc import Mapping
 from keras_vit.weights.architecture import describe
 from keras_vit.weights.architecture import differences
 from keras_vit.weights.errors import CheckpointError
+from keras_vit.weights.keys import QKV_BIASES
+from keras_vit.weights.keys import template_pattern
 
-_QKV_BIAS = re.compile(
-    r"Transformer/encoderblock_\d+/MultiHeadDotProductAttention_1/"
-    r"(?:query|key|value)/bias"
-)
+_QKV_BIAS = tuple(re.compile(template_pattern(t)) for t in QKV_BIASES)
 
 
 def has_qkv_bias(keys) -> bool:
     """Whether original-layout keys include query/key/value biases."""
-    return any(_QKV_BIAS.fullmatch(key) for key in keys)
+    return any(p.fullmatch(key) for key in keys for p in _QKV_BIAS)
 
 
 def check_qkv_bias(layout: Mapping, params: Mapping, model_name: str) -> None:

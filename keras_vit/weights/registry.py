@@ -62,6 +62,8 @@ class PretrainedWeights:
         num_classes: Classes of its head.
         representation_size: Width of its `pre_logits` layer, or `None`.
         sha256: The file's SHA-256, or `None` where it is not known.
+        family: The `keras_vit.models.options.FAMILIES` key of the encoder
+            it needs (e.g. `"dinov2"`), or `None` for the paper's ViT.
     """
 
     tag: str
@@ -72,6 +74,7 @@ class PretrainedWeights:
     num_classes: int
     representation_size: int | None = None
     sha256: str | None = None
+    family: str | None = None
 
 
 def _original(tag, variant, name, image_size, num_classes, representation_size):
@@ -149,31 +152,38 @@ _AUGREG_EXTRA = (
 
 
 # timm checkpoints of the newer families: (tag, variant, timm name with its
-# pretrained tag, resolution, classes). Each is the hub repository
-# `timm/<name>` holding `model.safetensors`.
+# pretrained tag, resolution, classes, family). Each is the hub repository
+# `timm/<name>` holding `model.safetensors`; the family is a key of
+# `keras_vit.models.options.FAMILIES`.
 _TIMM_FAMILIES = (
-    ("deit3_in1k", "S/16", "deit3_small_patch16_224.fb_in1k", 224, 1000),
-    ("deit3_in1k", "B/16", "deit3_base_patch16_224.fb_in1k", 224, 1000),
-    ("deit3_in1k", "L/16", "deit3_large_patch16_224.fb_in1k", 224, 1000),
+    ("deit3_in1k", "S/16", "deit3_small_patch16_224.fb_in1k", 224, 1000, "deit3"),
+    ("deit3_in1k", "B/16", "deit3_base_patch16_224.fb_in1k", 224, 1000, "deit3"),
+    ("deit3_in1k", "L/16", "deit3_large_patch16_224.fb_in1k", 224, 1000, "deit3"),
     ("deit3_in21k_ft_in1k", "S/16", "deit3_small_patch16_224.fb_in22k_ft_in1k",
-     224, 1000),
+     224, 1000, "deit3"),
     ("deit3_in21k_ft_in1k", "B/16", "deit3_base_patch16_224.fb_in22k_ft_in1k",
-     224, 1000),
+     224, 1000, "deit3"),
     ("deit3_in21k_ft_in1k", "L/16", "deit3_large_patch16_224.fb_in22k_ft_in1k",
-     224, 1000),
-    ("dinov2_lvd142m", "S/14", "vit_small_patch14_reg4_dinov2.lvd142m", 518, 0),
-    ("dinov2_lvd142m", "B/14", "vit_base_patch14_reg4_dinov2.lvd142m", 518, 0),
-    ("dinov2_lvd142m", "L/14", "vit_large_patch14_reg4_dinov2.lvd142m", 518, 0),
-    ("dinov2_lvd142m", "g/14", "vit_giant_patch14_reg4_dinov2.lvd142m", 518, 0),
-    ("siglip_webli", "B/16", "vit_base_patch16_siglip_224.webli", 224, 0),
-    ("siglip_webli", "So400m/14", "vit_so400m_patch14_siglip_224.webli", 224, 0),
-    ("siglip_v2_webli", "B/16", "vit_base_patch16_siglip_224.v2_webli", 224, 0),
+     224, 1000, "deit3"),
+    ("dinov2_lvd142m", "S/14", "vit_small_patch14_reg4_dinov2.lvd142m", 518, 0,
+     "dinov2"),
+    ("dinov2_lvd142m", "B/14", "vit_base_patch14_reg4_dinov2.lvd142m", 518, 0,
+     "dinov2"),
+    ("dinov2_lvd142m", "L/14", "vit_large_patch14_reg4_dinov2.lvd142m", 518, 0,
+     "dinov2"),
+    ("dinov2_lvd142m", "g/14", "vit_giant_patch14_reg4_dinov2.lvd142m", 518, 0,
+     "dinov2_swiglu"),
+    ("siglip_webli", "B/16", "vit_base_patch16_siglip_224.webli", 224, 0, "siglip"),
+    ("siglip_webli", "So400m/14", "vit_so400m_patch14_siglip_224.webli", 224, 0,
+     "siglip"),
+    ("siglip_v2_webli", "B/16", "vit_base_patch16_siglip_224.v2_webli", 224, 0,
+     "siglip"),
     ("siglip_v2_webli", "So400m/14", "vit_so400m_patch14_siglip_224.v2_webli",
-     224, 0),
+     224, 0, "siglip"),
 )  # fmt: skip
 
 
-def _timm(tag, variant, name, image_size, num_classes):
+def _timm(tag, variant, name, image_size, num_classes, family):
     return PretrainedWeights(
         tag=tag,
         variant=variant,
@@ -181,6 +191,7 @@ def _timm(tag, variant, name, image_size, num_classes):
         url=f"{HF_URL}/timm/{name}/resolve/main/model.safetensors",
         image_size=image_size,
         num_classes=num_classes,
+        family=family,
     )
 
 

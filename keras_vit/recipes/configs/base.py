@@ -367,6 +367,16 @@ class PretrainConfig(RunConfig):
         )
         yield "color_bits", 1 <= self.color_bits <= 8 or "must be in [1, 8]"
         yield (
+            "encoder",
+            not self.encoder.distillation
+            or "a masked-patch model has no distillation token (distillation=True)",
+        )
+        yield (
+            "encoder",
+            not self.encoder.fc_norm
+            or "a masked-patch model predicts from normalised tokens (fc_norm=True)",
+        )
+        yield (
             "fewshot_test_examples",
             self.fewshot_test_examples >= 1 or "must be positive",
         )
@@ -493,9 +503,18 @@ def override(config: RunConfig, assignments: list[str]) -> RunConfig:
     changes, options = {}, {}
     for assignment in assignments:
         key, sep, text = assignment.partition("=")
-        key = key.strip().removeprefix("encoder.")
+        key = key.strip()
         if not sep or not key:
             raise ConfigError(f"overrides look like key=value, not {assignment!r}")
+        if key.startswith("encoder."):
+            key = key.removeprefix("encoder.")
+            if key not in option_hints:
+                close = difflib.get_close_matches(key, option_hints, n=1)
+                hint = f" (did you mean encoder.{close[0]}?)" if close else ""
+                raise ConfigError(
+                    f"encoder.{key} is no encoder option{hint}; every encoder "
+                    "option is in keras_vit/models/options.py"
+                )
         known = {**option_hints, **hints}
         known.pop("encoder", None)
         if key not in known:

@@ -27,11 +27,11 @@ from keras_vit.weights import keys
 from keras_vit.weights.dialects.rules import Dialect
 from keras_vit.weights.dialects.rules import Rule
 
-_B = r"Transformer/encoderblock_(?P<i>\d+)/"
+_B = keys.template_pattern(keys.BLOCK) + "/"
 _IMAGE_TOWER = re.compile(r"^(?:params/)?img/")
 _OTHER_PARTS = re.compile(r"^(?:params/)?(?:txt/|t$|b$)")
 _SCANNED = "Transformer/encoderblock/"  # stacked over depth -> one per block
-_UNSCANNED = "Transformer/encoderblock_{i}/"
+_UNSCANNED = keys.BLOCK + "/"
 
 RULES = (
     Rule(r"embedding/(?P<leaf>kernel|bias)", keys.EMBEDDING + "/{leaf}"),
@@ -69,4 +69,6 @@ def _prepare(tensors: dict) -> dict:
     return out
 
 
-DIALECT = Dialect("big_vision", RULES, recognizes, prepare=_prepare)
+DIALECT = Dialect(
+    "big_vision", RULES, recognizes, prepare=_prepare, example="params/img/..."
+)

@@ -43,8 +43,6 @@ _OUT = r"(?:attention\.(?:output\.dense|o_proj)|self_attn\.out_proj)"
 _FC1 = r"(?:intermediate\.dense|mlp\.fc1|mlp\.weights_in)"
 _FC2 = r"(?:output\.dense|mlp\.fc2|mlp\.weights_out)"
 _HEAD = r"head\."
-_MAP_QKV_KERNEL = keys.projections(keys.MAP_ATTENTION, keys.QKV, "kernel")
-_MAP_QKV_BIAS = keys.projections(keys.MAP_ATTENTION, keys.QKV, "bias")
 
 
 def _projection(name: str) -> str:
@@ -79,9 +77,10 @@ RULES = (
     *torch_norm(r"(?:layernorm|post_layernorm)", keys.ENCODER_NORM),
     # SigLIP's `SiglipMultiheadAttentionPoolingHead` -> big_vision's `MAPHead`.
     Rule(_HEAD + r"probe", keys.MAP_PROBE_KEY),
-    Rule(_HEAD + r"attention\.in_proj_weight", _MAP_QKV_KERNEL,
+    Rule(_HEAD + r"attention\.in_proj_weight", keys.MAP_QKV_KERNELS,
          split(3, dense_to_heads)),
-    Rule(_HEAD + r"attention\.in_proj_bias", _MAP_QKV_BIAS, split(3, bias_to_heads)),
+    Rule(_HEAD + r"attention\.in_proj_bias", keys.MAP_QKV_BIASES,
+         split(3, bias_to_heads)),
     *torch_linear(_HEAD + r"attention\.out_proj", keys.MAP_ATTENTION + "/out",
                   out_to_heads),
     *torch_norm(_HEAD + r"layernorm", keys.MAP_NORM),
@@ -109,4 +108,5 @@ DIALECT = Dialect(
     recognizes,
     prefix=r"(?:vit\.|model\.|dinov2\.|vision_model\.)?",
     finish=_finish,
+    example="vit.embeddings.patch_embeddings...",
 )

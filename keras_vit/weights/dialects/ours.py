@@ -40,10 +40,6 @@ from keras_vit.weights.dialects.rules import translate
 _BLOCK = names.BLOCK_PREFIX + "{i}"
 _ATTENTION = _BLOCK + "/attention"
 _POOL = names.POOL
-_QKV_KERNEL = keys.projections(keys.ATTENTION, keys.QKV, "kernel")
-_QKV_BIAS = keys.projections(keys.ATTENTION, keys.QKV, "bias")
-_KV_KERNEL = keys.projections(keys.MAP_ATTENTION, keys.KV, "kernel")
-_KV_BIAS = keys.projections(keys.MAP_ATTENTION, keys.KV, "bias")
 
 
 def _path(template: str) -> str:
@@ -70,8 +66,8 @@ RULES = (
     _one(names.REGISTER_TOKENS + "/tokens", keys.REG_KEY),
     _one(names.POSEMB + "/embedding", keys.POSEMB_KEY),
     *_norm(_BLOCK + "/norm_1", keys.NORM_1),
-    _one(_ATTENTION + "/qkv_kernel", _QKV_KERNEL, Unstack(1)),
-    _one(_ATTENTION + "/qkv_bias", _QKV_BIAS, Unstack(0)),
+    _one(_ATTENTION + "/qkv_kernel", keys.QKV_KERNELS, Unstack(1)),
+    _one(_ATTENTION + "/qkv_bias", keys.QKV_BIASES, Unstack(0)),
     _one(_ATTENTION + "/out_kernel", keys.ATTENTION + "/out/kernel"),
     _one(_ATTENTION + "/out_bias", keys.ATTENTION + "/out/bias"),
     *_norm(_ATTENTION + "/query_norm", keys.QUERY_NORM),
@@ -90,18 +86,18 @@ RULES = (
     _one(_POOL + "/probe", keys.MAP_PROBE_KEY),
     _one(_POOL + "/query_kernel", keys.MAP_ATTENTION + "/query/kernel"),
     _one(_POOL + "/query_bias", keys.MAP_ATTENTION + "/query/bias"),
-    _one(_POOL + "/kv_kernel", _KV_KERNEL, Unstack(1)),
-    _one(_POOL + "/kv_bias", _KV_BIAS, Unstack(0)),
+    _one(_POOL + "/kv_kernel", keys.KV_KERNELS, Unstack(1)),
+    _one(_POOL + "/kv_bias", keys.KV_BIASES, Unstack(0)),
     _one(_POOL + "/out_kernel", keys.MAP_ATTENTION + "/out/kernel"),
     _one(_POOL + "/out_bias", keys.MAP_ATTENTION + "/out/bias"),
     *_norm(_POOL + "/norm", keys.MAP_NORM),
     *_dense(_POOL + "/mlp_dense_1", keys.MAP_MLP_1),
     *_dense(_POOL + "/mlp_dense_2", keys.MAP_MLP_2),
     # The BiT ResNet of the hybrids: `block1_unit1_conv1` -> `block1/unit1/conv1`.
-    _one("conv_root/kernel", keys.ROOT_CONV + "/kernel"),
-    *_norm("gn_root", keys.ROOT_NORM),
-    _one("block{s}_unit{u}_conv{n}/kernel", keys.UNIT_CONV + "/kernel"),
-    *_norm("block{s}_unit{u}_gn{n}", keys.UNIT_NORM),
+    _one(names.ROOT_CONV + "/kernel", keys.ROOT_CONV + "/kernel"),
+    *_norm(names.ROOT_NORM, keys.ROOT_NORM),
+    _one(names.UNIT + "_conv{n}/kernel", keys.UNIT_CONV + "/kernel"),
+    *_norm(names.UNIT + "_gn{n}", keys.UNIT_NORM),
 )  # fmt: skip
 
 DIALECT = Dialect("keras_vit", RULES)

@@ -97,6 +97,7 @@ class Dialect:
             unstacking of a scanned encoder).
         finish: `(params, source keys) -> None`, after the rules, in place
             (e.g. folding Hugging Face DINOv2's class-token position row).
+        example: A key of the dialect, for messages (`"pos_embed"`).
     """
 
     name: str
@@ -106,6 +107,7 @@ class Dialect:
     shift: Mapping[str, int] = dataclasses.field(default_factory=dict)
     prepare: Callable[[dict], dict] = _nothing_before
     finish: Callable[[dict, Collection[str]], None] = _nothing_after
+    example: str = ""
 
     @functools.cached_property
     def _compiled(self) -> tuple[tuple[Rule, re.Pattern], ...]:

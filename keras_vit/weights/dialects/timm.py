@@ -33,10 +33,6 @@ _B = r"blocks\.(?P<i>\d+)\."
 _POOL = r"attn_pool\."
 _RESNET = r"patch_embed\.backbone\."
 _UNIT = _RESNET + r"stages\.(?P<s>\d+)\.blocks\.(?P<u>\d+)\."
-_QKV_KERNEL = keys.projections(keys.ATTENTION, keys.QKV, "kernel")
-_QKV_BIAS = keys.projections(keys.ATTENTION, keys.QKV, "bias")
-_KV_KERNEL = keys.projections(keys.MAP_ATTENTION, keys.KV, "kernel")
-_KV_BIAS = keys.projections(keys.MAP_ATTENTION, keys.KV, "bias")
 
 RULES = (
     Rule(r"cls_token", keys.CLS_KEY),
@@ -46,8 +42,8 @@ RULES = (
     *torch_linear(r"patch_embed\.proj", keys.EMBEDDING, conv_to_hwio),
     *torch_norm(_B + r"norm1", keys.NORM_1),
     *torch_norm(_B + r"norm2", keys.NORM_2),
-    Rule(_B + r"attn\.qkv\.weight", _QKV_KERNEL, split(3, dense_to_heads)),
-    Rule(_B + r"attn\.qkv\.bias", _QKV_BIAS, split(3, bias_to_heads)),
+    Rule(_B + r"attn\.qkv\.weight", keys.QKV_KERNELS, split(3, dense_to_heads)),
+    Rule(_B + r"attn\.qkv\.bias", keys.QKV_BIASES, split(3, bias_to_heads)),
     *torch_linear(_B + r"attn\.proj", keys.ATTENTION + "/out", out_to_heads),
     *torch_norm(_B + r"attn\.q_norm", keys.QUERY_NORM),
     *torch_norm(_B + r"attn\.k_norm", keys.KEY_NORM),
@@ -63,8 +59,8 @@ RULES = (
     Rule(_POOL + r"latent", keys.MAP_PROBE_KEY),
     *torch_linear(_POOL + r"q", keys.MAP_ATTENTION + "/query", dense_to_heads,
                   bias_to_heads),
-    Rule(_POOL + r"kv\.weight", _KV_KERNEL, split(2, dense_to_heads)),
-    Rule(_POOL + r"kv\.bias", _KV_BIAS, split(2, bias_to_heads)),
+    Rule(_POOL + r"kv\.weight", keys.KV_KERNELS, split(2, dense_to_heads)),
+    Rule(_POOL + r"kv\.bias", keys.KV_BIASES, split(2, bias_to_heads)),
     *torch_linear(_POOL + r"proj", keys.MAP_ATTENTION + "/out", out_to_heads),
     *torch_norm(_POOL + r"norm", keys.MAP_NORM),
     *torch_linear(_POOL + r"mlp\.fc1", keys.MAP_MLP_1),
@@ -87,4 +83,10 @@ def recognizes(names) -> bool:
     )
 
 
-DIALECT = Dialect("timm", RULES, recognizes, shift={"s": 1, "u": 1})
+DIALECT = Dialect(
+    "timm",
+    RULES,
+    recognizes,
+    shift={"s": 1, "u": 1},
+    example="blocks.0.attn.qkv.weight",
+)

@@ -29,7 +29,10 @@ from keras_vit import keras_internals
 from keras_vit.models import layout as names
 from keras_vit.weights.errors import CheckpointError
 
-SUFFIXES = (".keras", ".weights.h5", ".h5")
+# The files read; a plain `.h5` (a legacy whole-model file) is recognised
+# to be refused in one line.
+READABLE_SUFFIXES = (".keras", ".weights.h5")
+SUFFIXES = (*READABLE_SUFFIXES, ".h5")
 
 # Variables of keras_vit layers a Keras weights file may hold for a layer the
 # target model does not have, in saving order (the file stores them by index).
