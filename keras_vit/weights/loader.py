@@ -115,6 +115,15 @@ def load_weights(
     ```
     """
     if CNNLayout.describes(model):  # Park & Kim's PyTorch ResNet
+        _check_cnn_options(
+            model,
+            resample_method=(resample_method, "bilinear"),
+            align_corners=(align_corners, None),
+            keep_pre_logits=(keep_pre_logits, None),
+            checkpoint_grid_size=(checkpoint_grid_size, None),
+            resample_patch=(resample_patch, False),
+            tag_variant=(tag_variant, None),
+        )
         return torch_resnet.load_torch_resnet(model, weights, progress)
     checks.patch_resize_method(resample_patch)  # before any file is read
     layout, unmapped = checkpoint_layout(model)
@@ -135,3 +144,13 @@ def load_weights(
     )
     checks.apply_plan(model, plan, progress)
     return checkpoint.notes + plan.notes
+
+
+def _check_cnn_options(model, **given) -> None:
+    """Refuses the ViT-only options of `load_weights` for a CNN, in one line."""
+    used = sorted(k for k, (value, default) in given.items() if value != default)
+    if used:
+        raise TypeError(
+            f"load_weights: {', '.join(used)} only apply to a ViT; "
+            f"{model.name!r} is a CNN, which loads a PyTorch state dict as it is."
+        )

@@ -227,6 +227,11 @@ def load_torch_resnet(
     """
     if isinstance(weights, Mapping):
         state, source = weights, "a dict of arrays"
+    elif not isinstance(weights, (str, os.PathLike)):
+        raise TypeError(
+            f"A {model.name!r} CNN loads a `torch.save` file path or a dict "
+            f"{{PyTorch key: array}}; received {type(weights).__name__}."
+        )
     else:
         source = os.fspath(weights)
         if not os.path.exists(source):
