@@ -320,7 +320,8 @@ def model_weights(path) -> list:
 def leftovers(workdir) -> list[str]:
     """Temporary files, backups and locks a finished run must not leave."""
     found = glob.glob(os.path.join(workdir, "**", ".partial-*"), recursive=True)
-    for name in ("backup", "backup.discarded", ".lock"):
+    for name in ("backup", ".lock"):
         if os.path.lexists(os.path.join(workdir, name)):
             found.append(name)
+    found += glob.glob(os.path.join(workdir, "backup.discarded*"))
     return found

@@ -196,6 +196,21 @@ def test_a_sigkill_after_training_is_finished_by_the_same_command(
     _assert_like_whole(tmp_path, whole)
 
 
+def test_a_rerun_that_only_finishes_removes_killed_writers_temporary_files(
+    tmp_path, whole, capsys
+):
+    fault = AFTER_TRAINING["final.keras-saved"].with_action("SIGTERM")
+    assert _exit(train, fr.train_argv(tmp_path), fault, capsys)[0] == 143
+    # What writers killed mid-write leave (a SIGKILL leaves them in place).
+    (tmp_path / ".partial-1-final.keras").write_bytes(b"torn")
+    (tmp_path / "checkpoints" / ".partial-1-last.keras").write_bytes(b"torn")
+
+    result = _main(train, fr.train_argv(tmp_path))
+
+    assert result["history"] == {}  # Straight to finishing.
+    _assert_like_whole(tmp_path, whole)  # No leftovers.
+
+
 def test_with_ema_a_run_finished_by_a_rerun_saves_the_averaged_weights(
     tmp_path, whole, capsys
 ):
@@ -223,22 +238,61 @@ def test_with_ema_a_run_finished_by_a_rerun_saves_the_averaged_weights(
     )
 
 
-def test_a_kill_after_results_are_written_leaves_a_finished_run(
-    tmp_path, whole, capsys
+AFTER_RESULTS = {
+    # results.json is written; the backup is not discarded yet.
+    "results.json-written": Fault(
+        "keras_vit.atomic:write_json", "after", match="results.json"
+    ),
+    # The backup is renamed for deletion; its deletion has not run.
+    "backup-being-deleted": Fault("shutil:rmtree", "before", match="backup.discarded"),
+}
+
+
+@pytest.mark.parametrize("instant", sorted(AFTER_RESULTS))
+def test_a_kill_after_results_are_written_is_completed_by_the_same_command(
+    tmp_path, whole, capsys, instant
 ):
-    # Killed once results.json is written (the backup is not discarded yet).
-    fault = Fault(
-        "keras_vit.atomic:write_json", "after", match="results.json", action="SIGTERM"
-    )
+    fault = AFTER_RESULTS[instant].with_action("SIGTERM")
     code, _ = _exit(train, fr.train_argv(tmp_path), fault, capsys)
-    assert code == 143 and os.path.exists(tmp_path / "backup")
+    assert code == 143 and fr.leftovers(tmp_path), fr.leftovers(tmp_path)
     kept = {n: (tmp_path / n).read_bytes() for n in ("final.keras", "results.json")}
 
-    code, lines = _exit(train, fr.train_argv(tmp_path), capsys=capsys)
-
-    assert code == 3 and len(lines) == 1 and "has finished" in lines[0]
+    # "Rerun until it exits 0" ends: the run is completed, exit status 0.
+    assert _main(train, fr.train_argv(tmp_path)) is None
+    out = fr.error_lines(capsys.readouterr().out)
+    assert out == [
+        f"the run in {tmp_path} has finished (2 epochs; results in "
+        f"{tmp_path}/results.json, model in {tmp_path}/final.keras); removed the "
+        "backup its interrupted end left"
+    ]
     assert {n: (tmp_path / n).read_bytes() for n in kept} == kept
     _assert_like_whole(tmp_path, whole)  # And the leftover backup is gone.
+
+    code, lines = _exit(train, fr.train_argv(tmp_path), capsys=capsys)
+    assert code == 3 and len(lines) == 1 and "has finished" in lines[0]
+
+
+def test_a_backup_is_discarded_past_a_leftover_of_an_earlier_discard(
+    tmp_path, monkeypatch
+):
+    from keras_vit.training import backup as backup_module
+
+    backup = tmp_path / "backup"
+    (tmp_path / "backup.discarded" / "old").mkdir(parents=True)
+    (tmp_path / "backup.discarded" / "old" / "epoch-000001.json").write_text("{}")
+    backup.mkdir()
+    (backup / "epoch-000002.json").write_text("{}")
+    # A deletion that fails (or is killed) halfway leaves its folder behind.
+    monkeypatch.setattr(backup_module.shutil, "rmtree", lambda *a, **k: None)
+
+    assert backup_module.discard(str(backup)) is True  # Not ENOTEMPTY.
+
+    assert not backup.exists()
+    assert len(glob.glob(str(tmp_path / "backup.discarded*"))) == 2
+    monkeypatch.undo()
+    assert backup_module.discard(str(backup)) is True  # Cleans the leftovers.
+    assert os.listdir(tmp_path) == []
+    assert backup_module.discard(str(backup)) is False
 
 
 # -- a full disk (item 3) --------------------------------------------------
@@ -400,6 +454,21 @@ def test_a_sigkill_before_an_epoch_is_logged_loses_no_row_or_summary(
     _assert_like_whole(tmp_path, whole)  # metrics.csv [0, 1]; TensorBoard 0, 1.
 
 
+def test_a_sigkill_after_a_commit_keeps_the_committed_epochs_summaries(tmp_path, whole):
+    # Killed right after epoch 1 is committed: the rerun resumes after it, so
+    # its TensorBoard points must already be on disk (the writers flushed).
+    fault = Fault("keras_vit.training.backup:CrashSafeBackup.commit", "after")
+    process = fr.run_command(fr.train_argv(tmp_path), fault)
+    assert process.returncode == -signal.SIGKILL, process.stderr[-3000:]
+    assert fr.tensorboard_steps(tmp_path) == [0]
+    assert fr.tensorboard_steps(tmp_path, "epoch_learning_rate") == [0]
+
+    result = _main(train, fr.train_argv(tmp_path))  # The same command again.
+
+    assert len(result["history"]["loss"]) == 1  # Resumed after epoch 1.
+    _assert_like_whole(tmp_path, whole)
+
+
 def test_a_resumed_run_keeps_the_best_checkpoint_of_the_epochs_before_it(tmp_path):
     from keras_vit.training import AtomicCheckpoint
 
@@ -467,6 +536,14 @@ def test_a_second_run_on_a_live_directory_is_refused_and_a_killed_one_frees_it(
     _main(train, fr.train_argv(workdir))  # Now it runs.
 
     _assert_like_whole(workdir, whole)
+
+
+def _files(folder) -> dict:
+    """`_listing` without the folders' times (a lock file comes and goes)."""
+    return {
+        path: None if os.path.isdir(path) else value
+        for path, value in _listing(folder).items()
+    }
 
 
 def _listing(folder) -> dict:
@@ -661,3 +738,229 @@ def test_a_bare_torch_file_name_is_taken_for_a_file(tmp_path, monkeypatch, name)
         train.check_init_from(config)
     (tmp_path / name).write_bytes(b"")
     train.check_init_from(config)  # Present: left to the loader.
+
+
+# -- --fresh in the command that was stopped ---------------------------------
+
+
+def test_a_stopped_fresh_run_says_to_rerun_without_fresh(tmp_path, whole, capsys):
+    arguments = [*fr.train_argv(tmp_path), "--fresh"]
+    # SIGTERM in the second epoch (the first is committed), then a full disk
+    # while the second epoch's backup is written.
+    sigterm = Fault(
+        "keras_vit.training.callbacks:ReseedEachEpoch.on_epoch_begin",
+        "after",
+        nth=2,
+        action="SIGTERM",
+    )
+    code, lines = _exit(train, arguments, sigterm, capsys)
+    assert code == 143 and lines == [
+        "error: interrupted (SIGTERM) at epoch 2 of 2; rerun the same command "
+        "without --fresh to resume from the backup of epoch 1"
+    ]
+    full = Fault("keras:Model.save_weights", "during", nth=2, action="enospc")
+    code, lines = _exit(train, arguments, full, capsys)
+    assert code == 1 and len(lines) == 1, lines
+    assert lines[0].endswith(
+        "free some space, then rerun the same command without --fresh to resume "
+        "from the backup of epoch 1"
+    )
+
+    result = _main(train, fr.train_argv(tmp_path))  # Without --fresh.
+
+    assert len(result["history"]["loss"]) == 1
+    _assert_like_whole(tmp_path, whole)
+
+
+# -- bad input changes nothing ------------------------------------------------
+
+
+def _interrupted_run(workdir, capsys):
+    """A run stopped in its second epoch: `backup/` holds epoch 1."""
+    fault = Fault(
+        "keras_vit.training.callbacks:ReseedEachEpoch.on_epoch_begin",
+        "after",
+        nth=2,
+        action="SIGTERM",
+    )
+    assert _exit(train, fr.train_argv(workdir), fault, capsys)[0] == 143
+    (workdir / ".partial-1-final.keras").write_bytes(b"torn")  # A killed writer's.
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        ["--fresh", "--set", "val_split='tset'"],
+        ["--allow-changes", "--set", "val_split='tset'"],
+        ["--fresh", "--set", "fewshot_every=1", "--set", "fewshot_shots=(500,)"],
+        ["--set", "fewshot_every=1", "--set", "fewshot_shots=(500,)"],
+    ],
+    ids=["fresh-bad-split", "allow-changes-bad-split", "fresh-fewshot", "fewshot"],
+)
+def test_a_refused_command_leaves_the_run_directory_as_it_was(
+    tmp_path, whole, capsys, extra
+):
+    workdir = tmp_path / "run"
+    _interrupted_run(workdir, capsys)
+    before = _files(workdir)
+
+    code, lines = _exit(train, [*fr.train_argv(workdir), *extra], capsys=capsys)
+
+    assert code == 2 and len(lines) == 1, lines
+    assert "tset" in lines[0] or "fewer than the 500 shots" in lines[0], lines
+    assert _files(workdir) == before
+
+    _main(train, fr.train_argv(workdir))  # The run itself is intact.
+
+    _assert_like_whole(workdir, whole)  # Its partial file removed, too.
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        ("val_split='tset'",),
+        ("val_split='test[:60%]'", "test_split='test[40%:]'"),
+        ("fewshot_every=1", "fewshot_shots=(500,)"),
+    ],
+    ids=["bad-split", "val-test-overlap", "fewshot"],
+)
+def test_a_refused_command_creates_no_run_directory(tmp_path, capsys, extra):
+    workdir = tmp_path / "new" / "run"
+
+    code, lines = _exit(train, fr.train_argv(workdir, *extra), capsys=capsys)
+
+    assert code == 2 and len(lines) == 1, lines
+    assert os.listdir(tmp_path) == []
+
+
+# -- file system errors outside keras_vit.atomic: one line -------------------
+
+
+def test_a_file_system_error_outside_the_atomic_writes_is_one_line(
+    tmp_path, capsys, monkeypatch
+):
+    import tensorflow as tf
+
+    from keras_vit.recipes import common
+
+    def refused(*args, **kwargs):
+        raise PermissionError(errno.EACCES, "Permission denied", str(tmp_path))
+
+    monkeypatch.setattr(common.WorkdirLock, "acquire", refused)
+    code, lines = _exit(train, fr.train_argv(tmp_path), capsys=capsys)
+    assert code == 1 and lines == [
+        f"error: {tmp_path}: Permission denied; no epoch was finished: rerun the "
+        "same command to start again"
+    ]
+    monkeypatch.undo()
+
+    def full(self, epoch, logs=None):  # TensorFlow's summary writer's words.
+        raise tf.errors.ResourceExhaustedError(
+            None, None, "tensorboard/train; No space left on device"
+        )
+
+    monkeypatch.setattr(keras.callbacks.TensorBoard, "on_epoch_end", full)
+    code, lines = _exit(train, fr.train_argv(tmp_path), capsys=capsys)
+    assert code == 1 and len(lines) == 1, lines
+    assert lines[0].startswith(
+        f"error: disk full: could not write {tmp_path} (No space left on device"
+    )
+    assert lines[0].endswith(
+        "free some space, then no epoch was finished: rerun the same command "
+        "to start again"
+    )
+
+
+# -- a kill while --fresh sets the previous run aside -------------------------
+
+
+def test_a_kill_while_fresh_sets_a_run_aside_is_finished_by_the_same_command(
+    tmp_path, whole, capsys
+):
+    workdir = tmp_path / "run"
+    _interrupted_run(workdir, capsys)
+    before = {
+        os.path.relpath(path, workdir): size
+        for path, (size, _) in _listing(workdir).items()
+        if os.path.isfile(path) and ".partial-" not in path and ".lock" not in path
+    }
+    arguments = [*fr.train_argv(workdir), "--fresh"]
+    # Killed once the backup is moved, before the logs are.
+    fault = Fault("os:replace", "after", match=f"{workdir}/backup", action="SIGTERM")
+    code, lines = _exit(train, arguments, fault, capsys)
+    assert code == 143 and len(lines) == 1, lines
+    assert lines[0].endswith(
+        "rerun the same command to set the previous run aside and start again"
+    )
+    assert not (workdir / "backup").exists() and (workdir / "metrics.csv").exists()
+
+    result = _main(train, arguments)  # The same command again.
+
+    assert len(result["history"]["loss"]) == 2  # Started again.
+    (aside,) = glob.glob(str(workdir / "old-*"))  # Everything in one place.
+    moved = {
+        os.path.relpath(path, aside): size
+        for path, (size, _) in _listing(aside).items()
+        if os.path.isfile(path)
+    }
+    assert moved == before
+    _assert_like_whole(workdir, whole)
+
+
+# -- SIGTERM whose exception Python swallowed ----------------------------------
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_a_swallowed_sigterm_is_raised_again_at_the_next_step():
+    import gc
+
+    from keras_vit.recipes import cli
+    from keras_vit.recipes import common
+
+    class Dies:
+        def __del__(self):  # A signal arriving here: "Exception ignored in".
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(0.01)
+
+    progress = common._Progress(common.Setup(*[None] * 7))
+    with cli.handle_termination():
+        progress.on_train_batch_end(0)  # Nothing pending.
+        Dies()
+        gc.collect()
+        with pytest.raises(cli.Terminated):
+            progress.on_train_batch_end(1)
+    progress.on_train_batch_end(2)  # Reset when the command ends.
+
+
+# -- an evaluation image that fails to decode ---------------------------------
+
+
+def test_an_eval_image_that_fails_to_decode_is_one_line_naming_it(tmp_path, capsys):
+    from PIL import Image
+
+    rng = np.random.default_rng(0)
+    for split in ("train", "test"):
+        for label in ("a", "b"):
+            folder = tmp_path / "data" / split / label
+            folder.mkdir(parents=True)
+            for i in range(4):
+                pixels = rng.integers(0, 255, (64, 64, 3), dtype=np.uint8)
+                Image.fromarray(pixels).save(folder / f"{i}.jpg", quality=95)
+    torn = tmp_path / "data" / "test" / "b" / "2.jpg"
+    # Truncated: Pillow's check of the header and structure passes it.
+    torn.write_bytes(torn.read_bytes()[: torn.stat().st_size * 7 // 10])
+    workdir = tmp_path / "run"
+    arguments = fr.train_argv(
+        workdir,
+        f"dataset='folder:{tmp_path / 'data'}'",
+        "val_split=None",
+        "test_split='test'",
+        "global_batch_size=4",
+    )
+
+    code, lines = _exit(train, arguments, capsys=capsys)
+
+    assert code == 2 and len(lines) == 1, lines
+    assert lines[0].startswith(f"error: {torn} (in "), lines
+    assert "cannot be decoded as an image" in lines[0]
+    assert not workdir.exists()

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import os
 
 import tensorflow as tf
 
@@ -353,7 +354,8 @@ def eval_dataset(
         drop_remainder: Drop a last partial batch (needed on TPUs, which
             require static shapes). Defaults to `False`.
         cache: Preprocess the whole set now, once, and keep it in memory
-            (for small sets). Defaults to `False`.
+            (for small sets). Defaults to `False`. An image that fails to
+            decode is then found now: a `ValueError` naming its file.
 
     Returns:
         A `tf.data.Dataset` of `(images, labels)` like `train_dataset`'s,
@@ -381,11 +383,11 @@ def eval_dataset(
         )
     dataset = dataset.batch(int(global_batch_size), drop_remainder=drop_remainder)
     if cache:
-        dataset = _filled_cache(dataset)
+        dataset = _filled_cache(dataset, source)
     return dataset.prefetch(AUTOTUNE)
 
 
-def _filled_cache(dataset: tf.data.Dataset) -> tf.data.Dataset:
+def _filled_cache(dataset: tf.data.Dataset, source=None) -> tf.data.Dataset:
     """`dataset.cache()`, filled now by one full pass.
 
     A cache is only kept once an iterator has read its input to the end, and
@@ -394,9 +396,31 @@ def _filled_cache(dataset: tf.data.Dataset) -> tf.data.Dataset:
     that "the calling iterator did not fully read the dataset being cached").
     """
     dataset = dataset.cache()
-    for _ in dataset:
-        pass
+    try:
+        for _ in dataset:
+            pass
+    except tf.errors.OpError as error:  # E.g. a truncated JPEG.
+        raise ValueError(_undecodable(source, error)) from error
     return dataset
+
+
+def _undecodable(source, error: tf.errors.OpError) -> str:
+    """One line naming the first file of `source` that fails to decode."""
+    name = getattr(source, "name", "the evaluation set")
+    for path in getattr(source, "files", None) or ():
+        if not os.path.isfile(path):
+            continue
+        try:
+            decode_image(tf.io.read_file(path))
+        except (tf.errors.OpError, ValueError) as failure:
+            reason = (getattr(failure, "message", "") or str(failure)).strip()
+            reason = reason.splitlines()[0] if reason else type(failure).__name__
+            return (
+                f"{path} (in {name}) cannot be decoded as an image ({reason}); "
+                "remove or replace it"
+            )
+    reason = (error.message or "").strip().splitlines()
+    return f"{name} could not be read: {reason[0] if reason else type(error).__name__}"
 
 
 def _randaugment_seed(example_seed):

@@ -104,6 +104,12 @@ def handle_termination():
     the program unwinds (send SIGKILL to stop it at once). The previous
     handler is restored on exit. Outside the main thread this does nothing.
 
+    A signal handler's exception can land where Python swallows it (a
+    `__del__`, a weakref callback: "Exception ignored in ..."); the program
+    would then go on with SIGTERM ignored. So the request is also recorded:
+    `raise_if_terminated()`, called at safe points (the recipes: every
+    training step), raises `Terminated` again while it is pending.
+
     Example:
 
     ```python
@@ -119,14 +125,33 @@ def handle_termination():
         return
 
     def terminate(signum, frame):
+        global _TERMINATING
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        _TERMINATING = True
         raise Terminated("SIGTERM")
 
+    global _TERMINATING
     previous = signal.signal(signal.SIGTERM, terminate)
     try:
         yield
     finally:
+        _TERMINATING = False
         signal.signal(signal.SIGTERM, previous)
+
+
+# A SIGTERM was received and its `Terminated` has not left the command yet.
+_TERMINATING = False
+
+
+def raise_if_terminated() -> None:
+    """Raises `Terminated` while a SIGTERM is pending (see `handle_termination`).
+
+    For safe points of a long computation: a `Terminated` that Python
+    swallowed (raised in a `__del__` or a weakref callback) is raised again
+    here, so that the command still stops.
+    """
+    if _TERMINATING:
+        raise Terminated("SIGTERM")
 
 
 def interrupted(error: KeyboardInterrupt):
@@ -380,6 +405,31 @@ def add_run_arguments(parser, configs: list[str], default: str = "digits") -> No
     add_verbose_flag(parser)
 
 
+def _fail_on_file_error(error: Exception, config, atomic) -> None:
+    """One line (exit 1) for a full disk or another `OSError`; else returns.
+
+    A full disk may come from outside `keras_vit.atomic` (TensorFlow's
+    summary writer, the lock file, a folder being moved), in TensorFlow's
+    words: it gets the same line as `atomic.DiskFull`.
+    """
+    hint = getattr(error, "resume_hint", "rerun the same command")
+    code = atomic.disk_full_code(error)
+    if code is not None:
+        if not isinstance(error, atomic.DiskFull):
+            path = getattr(error, "filename", None) or config.resolved_workdir()
+            error = atomic.DiskFull(path, code)
+        fail(
+            f"{error}; what was written before is whole: free some space, then {hint}",
+            EXIT_FAILED,
+        )
+    if isinstance(error, OSError):
+        path = error.filename or config.resolved_workdir()
+        if error.filename2:
+            path = f"{path} -> {error.filename2}"
+        reason = error.strerror or str(error).splitlines()[0]
+        fail(f"{path}: {reason}; {hint}", EXIT_FAILED)
+
+
 def parse_config(args, kind) -> object:
     """The config the command line names, or a one-line error (exit 2)."""
     from keras_vit.recipes.configs.base import ConfigError
@@ -409,9 +459,12 @@ def run_command(run_fn, kind, parser, argv, aliases=None, precheck=None):
 
     Every failure is one line on stderr (`error: ...`) and an exit status:
     2 an argument or config error, or the run directory is in use by
-    another run; 1 the run failed (diverged, a full disk); 3 the run had
-    already finished (nothing was done); 130 Ctrl-C, 143 SIGTERM (the line
-    says how to resume).
+    another run; 1 the run failed (diverged, a full disk, another error of
+    the file system, naming the path); 3 the run had already finished
+    (nothing was done); 130 Ctrl-C, 143 SIGTERM (the line says how to
+    resume). A run whose end was interrupted after its results were saved
+    is completed (its leftover backup removed): one line, exit status 0,
+    and `None` is returned.
     """
     from keras_vit.recipes.configs.base import ConfigError
 
@@ -426,7 +479,8 @@ def run_command(run_fn, kind, parser, argv, aliases=None, precheck=None):
     with handle_termination():
         try:
             quiet_tensorflow(args.tf_logs)
-            from keras_vit.atomic import DiskFull
+            from keras_vit import atomic
+            from keras_vit.recipes.common import RunCompleted
             from keras_vit.recipes.common import RunDiverged
             from keras_vit.recipes.common import RunFinished
             from keras_vit.recipes.common import WorkdirBusy
@@ -437,16 +491,15 @@ def run_command(run_fn, kind, parser, argv, aliases=None, precheck=None):
                 )
             except (ConfigError, WorkdirBusy) as error:
                 fail(str(error))
+            except RunCompleted as error:  # Its interrupted end is now done.
+                print(str(error), flush=True)  # noqa: T201
+                return None
             except RunFinished as error:
                 fail(str(error), EXIT_FINISHED)
             except RunDiverged as error:
                 fail(str(error), EXIT_FAILED)
-            except DiskFull as error:
-                hint = getattr(error, "resume_hint", "rerun the same command")
-                fail(
-                    f"{error}; what was written before is whole: free some space, "
-                    f"then {hint}",
-                    EXIT_FAILED,
-                )
+            except Exception as error:  # noqa: BLE001  (file system errors)
+                _fail_on_file_error(error, config, atomic)
+                raise
         except KeyboardInterrupt as error:  # Ctrl-C, or SIGTERM (`Terminated`).
             interrupted(error)

@@ -11,15 +11,22 @@ these steps:
 2. `resume_or_start`: the lock on the run directory (`WorkdirLock`; a
    second live run on it is refused), then the newest whole backup, checked
    against the config's fingerprint (or a fresh start; `fresh=True` sets the
-   previous run aside). A finished run is refused (`RunFinished`).
+   previous run aside). A finished run is refused (`RunFinished`); one whose
+   end was interrupted after `results.json` is completed (`RunCompleted`).
+   It only decides: nothing in the directory changes yet.
 3. `training_data`: the training source and its seeded stream, starting at
    the resumed epoch.
 4. `compile_model`: the warm-up/decay schedule and the optimizer, compiled
-   inside the strategy's scope; then `restore` the backup into it.
-5. `fit`: `model.fit` from the resumed epoch with the crash-safe callbacks;
+   inside the strategy's scope; then `restore` the backup into it. The
+   recipe builds its callbacks too: every check that can refuse the
+   command has run.
+5. `make_room`: what step 2 decided (the previous run set aside, a partial
+   first epoch cleared, killed writers' temporary files removed), then
+   `write_config`.
+6. `fit`: `model.fit` from the resumed epoch with the crash-safe callbacks;
    raises `RunDiverged` (after writing `results.json`) when the loss became
    non-finite. A backup of the last epoch skips it: training had finished.
-6. The recipe's finishing steps (evaluate, save the models), then
+7. The recipe's finishing steps (evaluate, save the models), then
    `finished`: `results.json`, and only then the backup goes.
 
 A run is a small state machine on disk: *training* (`backup/` holds the
@@ -47,6 +54,7 @@ import tensorflow as tf
 from keras_vit import atomic
 from keras_vit import data
 from keras_vit import training
+from keras_vit.recipes.cli import raise_if_terminated
 from keras_vit.recipes.configs.base import RUN_ONLY_FIELDS
 from keras_vit.recipes.configs.base import ConfigError
 from keras_vit.recipes.configs.base import RunConfig
@@ -57,6 +65,7 @@ from keras_vit.training.backup import differences
 from keras_vit.training.backup import discard
 from keras_vit.training.backup import latest_backup
 from keras_vit.training.backup import restore
+from keras_vit.training.callbacks import flush_summaries
 
 try:
     import fcntl
@@ -87,6 +96,14 @@ class RunFinished(RuntimeError):
     """The run directory holds this config's finished run: nothing to do."""
 
 
+class RunCompleted(RunFinished):
+    """The run had finished, but its end was interrupted: this call completed it.
+
+    `results.json` said "finished" while the backup (or a half-deleted one)
+    was still there; it is now gone. A success: the command exits with 0.
+    """
+
+
 class WorkdirBusy(RuntimeError):
     """Another live run holds the run directory's lock."""
 
@@ -112,8 +129,11 @@ class WorkdirLock:
     ```
     """
 
-    def __init__(self, path: str, file=None):
+    def __init__(self, path: str, file=None, created: str | None = None):
         self.path, self._file = path, file
+        # The highest folder that `acquire` created (removed again, if empty,
+        # on release: a refused or interrupted command leaves no new folder).
+        self._created = created
 
     @classmethod
     def acquire(cls, workdir: str, name: str = ".lock") -> WorkdirLock:
@@ -121,19 +141,24 @@ class WorkdirLock:
         path = os.path.join(workdir, name)
         if fcntl is None:
             return cls(path)
-        try:
-            os.makedirs(workdir, exist_ok=True)
-        except OSError as error:
-            atomic.raise_if_disk_full(error, workdir)
-            raise
+        created = _first_missing(workdir)
         while True:
-            file = open(path, "a+", encoding="utf-8")  # noqa: SIM115
+            try:
+                os.makedirs(workdir, exist_ok=True)
+                file = open(path, "a+", encoding="utf-8")  # noqa: SIM115
+            except FileNotFoundError:  # A releasing holder removed the folder.
+                continue
+            except OSError as error:
+                _remove_empty(workdir, created)
+                atomic.raise_if_disk_full(error, path)
+                raise
             try:
                 fcntl.flock(file, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 file.seek(0)
                 holder = _holder(file.read())
                 file.close()
+                _remove_empty(workdir, created)
                 raise WorkdirBusy(
                     f"{workdir} is in use by another run ({holder}): wait for it "
                     "to end, or give this one another --set workdir=..."
@@ -160,7 +185,7 @@ class WorkdirLock:
             file.flush()
         except OSError:
             pass
-        return cls(path, file)
+        return cls(path, file, created)
 
     def release(self) -> None:
         """Removes the file and releases the lock (idempotent)."""
@@ -172,6 +197,32 @@ class WorkdirLock:
             pass
         self._file.close()  # Releases the flock.
         self._file = None
+        _remove_empty(os.path.dirname(self.path), self._created)
+
+
+def _first_missing(folder: str) -> str | None:
+    """The highest missing folder on the way to `folder` (`None`: it exists)."""
+    folder, missing = os.path.abspath(folder), None
+    while not os.path.exists(folder):
+        missing = folder
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            break
+        folder = parent
+    return missing
+
+
+def _remove_empty(folder: str, up_to: str | None) -> None:
+    """Removes `folder` and its parents up to `up_to`, as long as each is empty."""
+    if up_to is None:
+        return
+    folder = os.path.abspath(folder)
+    while folder == up_to or folder.startswith(up_to + os.sep):
+        try:
+            os.rmdir(folder)
+        except OSError:
+            return
+        folder = os.path.dirname(folder)
 
 
 def _holder(text: str) -> str:
@@ -203,10 +254,10 @@ class Setup:
     """Where and how a run executes (the result of `setup`).
 
     A context manager: leaving it releases the run directory's lock; an
-    interruption (`KeyboardInterrupt`) or an `OSError` leaving it gets two
-    one-line attributes: `stopped_at` (e.g. "at epoch 2 of 3") and
-    `resume_hint` (e.g. "rerun the same command to resume from the backup
-    of epoch 1").
+    interruption (`KeyboardInterrupt`), an `OSError` or a full disk in
+    TensorFlow's words leaving it gets two one-line attributes: `stopped_at`
+    (e.g. "at epoch 2 of 3") and `resume_hint` (e.g. "rerun the same
+    command to resume from the backup of epoch 1").
     """
 
     strategy: tf.distribute.Strategy
@@ -223,6 +274,13 @@ class Setup:
     phase: str = "starting"
     epoch: int = 0
     lock: WorkdirLock | None = None
+    # `--fresh` was given, and whether its set-aside has been done: from then
+    # on the way to go on is the command without `--fresh`.
+    fresh: bool = False
+    fresh_applied: bool = False
+    # What `make_room` does once the recipe's checks passed: "set_aside",
+    # "start_fresh" or None.
+    pending: str | None = None
 
     @property
     def seconds(self) -> float:
@@ -242,7 +300,9 @@ class Setup:
 
     def __exit__(self, kind, error, traceback) -> bool:
         try:
-            if isinstance(error, (KeyboardInterrupt, OSError)):
+            if isinstance(error, (KeyboardInterrupt, OSError)) or (
+                isinstance(error, Exception) and atomic.disk_full_code(error)
+            ):
                 error.stopped_at, error.resume_hint = self.where_stopped()
         finally:
             self.close()
@@ -270,15 +330,22 @@ class Setup:
             where = "before training started"
         if self.phase == "finished":
             return where, f"its results are in {self.workdir}"
+        if self.pending == "set_aside":  # Not (or not all) set aside yet.
+            return where, (
+                "rerun the same command to set the previous run aside and start again"
+            )
+        # Rerun with --fresh, it would set aside what this run did.
+        again = self.fresh and self.fresh_applied
+        same = "the same command without --fresh" if again else "the same command"
         if done >= self.epochs > 0:
             hint = (
-                "rerun the same command to finish from the backup of epoch "
+                f"rerun {same} to finish from the backup of epoch "
                 f"{done}, without training again"
             )
         elif done:
-            hint = f"rerun the same command to resume from the backup of epoch {done}"
+            hint = f"rerun {same} to resume from the backup of epoch {done}"
         else:
-            hint = "no epoch was finished: rerun the same command to start again"
+            hint = f"no epoch was finished: rerun {same} to start again"
         return where, hint
 
 
@@ -323,6 +390,12 @@ def resume_or_start(
 ):
     """The backup to resume from (a `BackupState`), or `None` for a fresh run.
 
+    Decides only: it takes the lock and reads the run directory, and changes
+    nothing in it. What a fresh start needs (setting the previous run aside,
+    clearing a partial first epoch) is recorded in `run.pending` and done by
+    `make_room`, which the recipe calls once its data and model checks have
+    passed: a refused command leaves the directory as it was.
+
     A backup of the last epoch means that training had finished and the run
     was stopped while finishing: the recipe restores it, `fit` trains
     nothing, and the finishing steps run again (`finishing` names them in
@@ -342,6 +415,8 @@ def resume_or_start(
             (taken here, first, for this worker: released by `run.close()`).
         RunFinished: The directory holds this config's finished run
             (`results.json` says so); nothing was changed.
+        RunCompleted: The same, but the run's end had been interrupted
+            after `results.json`: its leftover backup was removed (a success).
         ConfigError: The backup, or the finished run, belongs to another
             config (one line naming the differing keys and saying how to
             start fresh).
@@ -349,14 +424,14 @@ def resume_or_start(
     if run.lock is None:
         name = ".lock" if run.chief else f".lock-{run.task}"
         run.lock = WorkdirLock.acquire(run.workdir, name)
-    if fresh:
-        moved = set_aside_run(run)
-        if moved:
-            run.say(f"--fresh: moved the previous run to {moved}.")
+    run.fresh = fresh
+    if fresh or (run.chief and _unfinished_set_aside(run.workdir)):
+        run.pending = "set_aside"  # What is there now is set aside.
+        return None
     _refuse_finished(config, run)
     state = latest_backup(run.backup_dir, say=print)
     if state is None:
-        start_fresh(run)
+        run.pending = "start_fresh"
         return None
     changed = differences(state.fingerprint, fingerprint(config))
     if changed and not allow_changes:
@@ -379,6 +454,28 @@ def resume_or_start(
     return state
 
 
+def make_room(run: Setup) -> None:
+    """Does what `resume_or_start` decided, once the recipe's checks passed.
+
+    Sets the previous run aside (`--fresh`) or clears what a run that
+    committed no epoch left (`start_fresh`), and removes the temporary files
+    that killed writers left (chief).
+    """
+    pending, chief = run.pending, run.chief
+    if pending == "set_aside":
+        moved = set_aside_run(run)
+        run.pending, run.fresh_applied = None, True
+        if moved:
+            what = "--fresh" if run.fresh else "Finishing an interrupted --fresh"
+            run.say(f"{what}: moved the previous run to {moved}.")
+    elif pending == "start_fresh":
+        start_fresh(run)
+        run.pending = None
+    if chief:
+        atomic.remove_partials(run.workdir)
+        atomic.remove_partials(os.path.join(run.workdir, "checkpoints"))
+
+
 def _detail(stored: dict, config: RunConfig, changed: list[str]) -> str:
     current = flat_fields(config)
     return ", ".join(
@@ -392,8 +489,6 @@ def _refuse_finished(config: RunConfig, run: Setup) -> None:
     results = atomic.read_json_object(os.path.join(run.workdir, "results.json"))
     if results.get("status") != "finished":
         return
-    # Results are written before the backup goes: a kill in between leaves it.
-    discard(run.backup_dir)
     previous = atomic.read_json_object(os.path.join(run.workdir, "config.json"))
     stored = {
         k: v for k, v in flat_fields(previous).items() if k not in RUN_ONLY_FIELDS
@@ -412,6 +507,14 @@ def _refuse_finished(config: RunConfig, run: Setup) -> None:
     ]
     models = f", {'models' if len(saved) > 1 else 'model'} in {' and '.join(saved)}"
     models = models if saved else ""
+    # Results are written before the backup goes: a kill in between leaves it
+    # (or half of it). Removing it is the end of that run: a success.
+    if discard(run.backup_dir):
+        raise RunCompleted(
+            f"the run in {run.workdir} has finished ({results.get('epochs', '?')} "
+            f"epochs; results in {os.path.join(run.workdir, 'results.json')}"
+            f"{models}); removed the backup its interrupted end left"
+        )
     raise RunFinished(
         f"the run in {run.workdir} has finished ({results.get('epochs', '?')} "
         f"epochs; results in {os.path.join(run.workdir, 'results.json')}{models}); "
@@ -443,28 +546,62 @@ def start_fresh(run: Setup) -> None:
             os.remove(path)
 
 
+# In `old-<UTC time>/` while `set_aside_run` moves files into it.
+_SETTING_ASIDE = ".setting-aside"
+
+
 def set_aside_run(run: Setup) -> str | None:
     """Moves what a previous run wrote into `<workdir>/old-<UTC time>/`.
 
-    The chief moves the run's files (`RUN_FILES`); every worker moves its
-    own backup. Returns the folder, or `None` when there was nothing.
+    The chief moves the run's files (`RUN_FILES`), its backup first (a kill
+    midway never leaves a backup without the rest set aside after it); every
+    worker moves its own backup. The chief marks the folder while it moves
+    (`.setting-aside`): a set-aside interrupted by a kill is finished into
+    the same folder by the next run. Returns the folder, or `None` when
+    there was nothing.
     """
     names = RUN_FILES if run.chief else ()
-    present = [n for n in names if os.path.lexists(os.path.join(run.workdir, n))]
     backup = os.path.basename(run.backup_dir)
+    present = [n for n in names if os.path.lexists(os.path.join(run.workdir, n))]
+    if backup in present:
+        present.remove(backup)
+        present.insert(0, backup)
     if not run.chief and os.path.exists(run.backup_dir):
         present.append(backup)
-    if not present:
+    target = _unfinished_set_aside(run.workdir) if run.chief else None
+    if not present and target is None:
         return None
-    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
-    target = os.path.join(run.workdir, f"old-{stamp}")
-    os.makedirs(target, exist_ok=True)
+    if target is None:
+        stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+        target = os.path.join(run.workdir, f"old-{stamp}")
+        if run.chief and os.path.lexists(target):  # Two in one second.
+            target = f"{target}.{os.getpid()}-{time.time_ns()}"
+        os.makedirs(target, exist_ok=True)
+        if run.chief:
+            atomic.write_text(os.path.join(target, _SETTING_ASIDE), "")
     for name in present:
         destination = os.path.join(target, name)
         if os.path.lexists(destination):  # Two in one second: keep both.
             destination = f"{destination}.{os.getpid()}-{time.time_ns()}"
         os.replace(os.path.join(run.workdir, name), destination)
+    if run.chief:
+        os.remove(os.path.join(target, _SETTING_ASIDE))
     return target
+
+
+def _unfinished_set_aside(workdir: str) -> str | None:
+    """The `old-*/` folder a killed `set_aside_run` was moving into, if any."""
+    try:
+        names = sorted(os.listdir(workdir))
+    except OSError:
+        return None
+    for name in names:
+        folder = os.path.join(workdir, name)
+        if name.startswith("old-") and os.path.exists(
+            os.path.join(folder, _SETTING_ASIDE)
+        ):
+            return folder
+    return None
 
 
 def _has_records(backup_dir: str) -> bool:
@@ -682,16 +819,20 @@ def fit(
         return Trained({}, state.epoch, dict(state.logs))
     guard, callback_list = callbacks()
     run.phase, run.epoch = "training", start_epoch
-    history = model.fit(
-        dataset,
-        epochs=config.epochs,
-        initial_epoch=start_epoch,
-        steps_per_epoch=steps,
-        callbacks=[_Progress(run), *callback_list],
-        shuffle=False,  # The pipeline shuffles, reproducibly.
-        verbose=config.verbose,
-        **kwargs,
-    )
+    try:
+        history = model.fit(
+            dataset,
+            epochs=config.epochs,
+            initial_epoch=start_epoch,
+            steps_per_epoch=steps,
+            callbacks=[_Progress(run), *callback_list],
+            shuffle=False,  # The pipeline shuffles, reproducibly.
+            verbose=config.verbose,
+            **kwargs,
+        )
+    except BaseException:  # Ctrl-C, SIGTERM, a full disk: `fit` closes nothing.
+        flush_summaries(callback_list)
+        raise
     if guard.diverged:
         run.phase = "diverged"
         where = guard.diverged
@@ -708,9 +849,10 @@ def fit(
                     "precision": run.policy,
                 },
             )
+        same = "the same command without --fresh" if run.fresh else "the same command"
         resume = (
             f"the backup of epoch {guard.finished_epochs} in {run.backup_dir} is kept: "
-            "rerun the same command with a lower --set learning_rate=... "
+            f"rerun {same} with a lower --set learning_rate=... "
             "and --allow-changes to resume from it, or with --fresh to start again"
             if guard.finished_epochs
             else "no epoch finished: rerun with a lower --set learning_rate=..."
@@ -725,14 +867,25 @@ def fit(
 
 
 class _Progress(keras.callbacks.Callback):
-    """Keeps `Setup.epoch` current, for the line an interruption prints."""
+    """Keeps `Setup.epoch` current, for the line an interruption prints.
+
+    At each step it also raises a SIGTERM whose `Terminated` Python
+    swallowed (`cli.raise_if_terminated`).
+    """
 
     def __init__(self, run: Setup):
         super().__init__()
         self.run = run
 
     def on_epoch_begin(self, epoch, logs=None):
+        raise_if_terminated()
         self.run.epoch = epoch
+
+    def on_train_batch_end(self, batch, logs=None):
+        raise_if_terminated()
+
+    def on_test_batch_end(self, batch, logs=None):
+        raise_if_terminated()
 
 
 def write_results(run: Setup, summary: dict) -> None:

@@ -75,12 +75,18 @@ def run(
             finishing="final.keras, encoder.keras, results.json",
         )
         start_epoch = 0 if state is None else state.epoch
+        # Everything that can refuse the command comes before the run
+        # directory changes (`make_room`): a refused command changes nothing.
         try:  # A dataset or model argument that cannot be used: one line.
             source, steps, train_ds = common.training_data(config, start_epoch)
             _check_fewshot_split(config, source)
             model = _model(config, run_, steps, train_ds, state)
+            built = None
+            if start_epoch < config.epochs:  # Else nothing is trained.
+                built = _callbacks(config, run_, source, steps, callbacks)
         except ValueError as error:
             raise ConfigError(str(error).splitlines()[0]) from error
+        common.make_room(run_)
         common.write_config(config, run_)
         trained = common.fit(
             model,
@@ -89,7 +95,7 @@ def run(
             train_ds,
             steps=steps,
             state=state,
-            callbacks=lambda: _callbacks(config, run_, source, steps, callbacks),
+            callbacks=lambda: built,
         )
         final = dict(trained.logs)
         encoder = _save(config, run_, model, source, final, trained)

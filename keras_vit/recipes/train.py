@@ -76,11 +76,17 @@ def run(
             finishing=_finishing_steps(config),
         )
         start_epoch = 0 if state is None else state.epoch
+        # Everything that can refuse the command comes before the run
+        # directory changes (`make_room`): a refused command changes nothing.
         try:  # A dataset or model argument that cannot be used: one line.
             source, steps, train_ds, val_ds, test_ds = _data(config, run_, start_epoch)
             model = _model(config, run_, source.num_classes, steps, train_ds, state)
+            built = None
+            if start_epoch < config.epochs:  # Else nothing is trained.
+                built = _callbacks(config, run_, source, steps, val_ds, callbacks)
         except ValueError as error:
             raise ConfigError(str(error).splitlines()[0]) from error
+        common.make_room(run_)
         common.write_config(config, run_)
         trained = common.fit(
             model,
@@ -89,9 +95,7 @@ def run(
             train_ds,
             steps=steps,
             state=state,
-            callbacks=lambda: _callbacks(
-                config, run_, source, steps, val_ds, extra=callbacks
-            ),
+            callbacks=lambda: built,
             validation_data=val_ds,
         )
         test = _evaluate_and_save(config, run_, model, source, test_ds, trained)
@@ -146,6 +150,13 @@ def _data(config: TrainConfig, run_, start_epoch: int):
     val_source = _eval_source(config, config.val_split)
     test_source = _eval_source(config, config.test_split)
     common.check_disjoint(run_, source, [val_source, test_source])
+    if val_source is not None and test_source is not None:
+        # One split for both is a choice (the quick configs); two that
+        # share examples are a mistake: model selection sees the test set.
+        if config.val_split != config.test_split:
+            from keras_vit import data
+
+            data.check_disjoint(val_source, test_source)
     skipped = (
         f"; {len(source.skipped)} unreadable files skipped" if source.skipped else ""
     )

@@ -130,20 +130,38 @@ def restore(model: keras.Model, state: BackupState) -> None:
     model.load_weights(state.weights)
 
 
-def discard(backup_dir: str) -> None:
+def discard(backup_dir: str) -> bool:
     """Deletes `backup_dir` (a run's results are saved: it is not needed).
 
-    The directory is first renamed to `<backup_dir>.discarded`, so that an
-    interrupted deletion never leaves a partial backup under the real name;
-    a leftover of an earlier interrupted deletion goes too.
+    The directory is first renamed to `<backup_dir>.discarded-<unique>`, so
+    that an interrupted deletion never leaves a partial backup under the real
+    name; leftovers of earlier interrupted deletions (`<backup_dir>.discarded*`)
+    go too. Returns whether there was anything to delete.
     """
-    doomed = f"{backup_dir}.discarded"
-    if os.path.exists(doomed):
-        shutil.rmtree(doomed, ignore_errors=True)
-    if not os.path.exists(backup_dir):
-        return
-    os.replace(backup_dir, doomed)
-    shutil.rmtree(doomed, ignore_errors=True)
+    leftovers = discarded_leftovers(backup_dir)
+    found = bool(leftovers) or os.path.lexists(backup_dir)
+    if os.path.lexists(backup_dir):
+        doomed = f"{backup_dir}.discarded-{os.getpid()}-{time.time_ns()}"
+        os.replace(backup_dir, doomed)
+        leftovers.append(doomed)
+    for path in leftovers:
+        shutil.rmtree(path, ignore_errors=True)
+    return found
+
+
+def discarded_leftovers(backup_dir: str) -> list[str]:
+    """What interrupted `discard`s of `backup_dir` left (`<name>.discarded*`)."""
+    parent, name = os.path.split(os.path.abspath(backup_dir))
+    try:
+        names = os.listdir(parent)
+    except OSError:
+        return []
+    prefix = f"{name}.discarded"
+    return sorted(
+        os.path.join(os.path.dirname(backup_dir) or ".", n)
+        for n in names
+        if n == prefix or n.startswith(f"{prefix}-")
+    )
 
 
 def set_aside(backup_dir: str) -> str | None:
@@ -201,10 +219,14 @@ class CrashSafeBackup(keras.callbacks.Callback):
         self._committer = None
         self._pending = None
 
-    def commit_callback(self) -> keras.callbacks.Callback:
-        """The callback that commits each epoch's backup; place it last."""
+    def commit_callback(self, before=None) -> keras.callbacks.Callback:
+        """The callback that commits each epoch's backup; place it last.
+
+        `before()`, if given, runs just before each commit (e.g. flushing
+        the epoch's TensorBoard summaries to disk).
+        """
         if self._committer is None:
-            self._committer = _Commit(self)
+            self._committer = _Commit(self, before)
         return self._committer
 
     def on_train_begin(self, logs=None):
@@ -254,11 +276,13 @@ class CrashSafeBackup(keras.callbacks.Callback):
 class _Commit(keras.callbacks.Callback):
     """Commits the epoch its `CrashSafeBackup` wrote (see `commit_callback`)."""
 
-    def __init__(self, backup: CrashSafeBackup):
+    def __init__(self, backup: CrashSafeBackup, before=None):
         super().__init__()
-        self.backup = backup
+        self.backup, self.before = backup, before
 
     def on_epoch_end(self, epoch, logs=None):
+        if self.before is not None:
+            self.before()
         self.backup.commit(epoch, logs)
 
 

@@ -337,7 +337,30 @@ def training_callbacks(
         ]
         if training_monitor is not None:
             callbacks.append(training_monitor)
-    return [*callbacks, backup.commit_callback()]
+    # The summaries reach the disk before the epoch is committed.
+    flush = [c for c in callbacks if isinstance(c, keras.callbacks.TensorBoard)]
+    return [*callbacks, backup.commit_callback(lambda: flush_summaries(flush))]
+
+
+def flush_summaries(callbacks) -> None:
+    """Writes out what the `TensorBoard` callbacks among `callbacks` hold.
+
+    Keras's `TensorBoard` writes through `tf.summary` writers (`_writers`:
+    `train`, `val`) that queue events; TensorFlow 2.x flushes them when a
+    `with writer.as_default()` block ends (the epoch scalars) and Keras
+    closes them when `fit` ends, which an interrupted `fit` never reaches.
+    Flushing here makes each commit independent of both. Errors are not
+    raised: the summaries are a log, and this may run while an error is
+    already on its way.
+    """
+    for callback in callbacks:
+        if not isinstance(callback, keras.callbacks.TensorBoard):
+            continue
+        for writer in list(getattr(callback, "_writers", {}).values()):
+            try:
+                writer.flush()
+            except Exception:  # noqa: BLE001, S110  (a closed writer, a full disk)
+                pass
 
 
 def _epoch_of(line: str) -> int:
