@@ -545,6 +545,27 @@ def test_hessian_spectrum_covers_every_batch_and_reports_their_loss():
         analysis.hessian_spectrum(model, [], verbose=0)
 
 
+def test_hessian_spectrum_records_which_eigenvalues_converged():
+    model = _tiny_classifier(seed=3)
+    rng = np.random.default_rng(1)
+    batch = (rng.normal(size=(8, 3)).astype("float32"), rng.integers(0, 3, 8))
+    done = analysis.hessian_spectrum(
+        model, [batch], top_k=2, max_iterations=500, tolerance=1e-7, verbose=0
+    )
+    assert done["converged"].dtype == bool
+    assert done["converged"].tolist() == [[True, True]]
+    # Stopped by the cap before the tolerance (0: never met) is reached.
+    capped = analysis.hessian_spectrum(
+        model, [batch, batch], top_k=2, max_iterations=3, tolerance=0.0, verbose=0
+    )
+    assert capped["converged"].tolist() == [[False, False], [False, False]]
+    # The flags are sorted with their eigenvalues, by decreasing magnitude.
+    values, flags = analysis.hessian._by_magnitude(
+        [1.0, -5.0, 3.0], [True, False, True]
+    )
+    assert values == [-5.0, 3.0, 1.0] and flags == [False, True, True]
+
+
 def test_a_zero_norm_weight_adds_no_l2_curvature():
     # PyTorch's norm has gradient 0 at 0; so does the L2 term here (no NaN).
     model = _tiny_classifier(seed=5)

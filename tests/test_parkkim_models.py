@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import pickle
+import struct
 import zipfile
 
 import keras
@@ -257,6 +258,117 @@ def test_a_file_without_a_state_dict_is_refused(tmp_path):
     _zip_with_pickle(path, pickle.dumps([1, 2, 3], protocol=2))
     with pytest.raises(CheckpointError, match="holds no state dict"):
         torch_file.read_state_dict(path)
+
+
+# Pickle opcodes, written by hand: a state dict {"w": tensor} as torch.save
+# pickles it, with instructions a real file never holds.
+def _text(value: str) -> bytes:
+    return b"X" + struct.pack("<I", len(value)) + value.encode()  # BINUNICODE
+
+
+def _int(value: int) -> bytes:
+    return b"J" + struct.pack("<i", value)  # BININT
+
+
+def _storage(after=b"") -> bytes:
+    """A persistent storage id: FloatStorage "0" of 4 elements."""
+    storage = b"ctorch\nFloatStorage\n" + _text("0") + _text("cpu") + _int(4)
+    return b"(" + _text("storage") + storage + b"tQ" + after  # MARK TUPLE BINPERSID
+
+
+def _rebuilt(storage: bytes, offset=0, stride=1, after=b"") -> bytes:
+    """`_rebuild_tensor_v2(storage, offset, (4,), (stride,), False, hooks)`."""
+    arguments = (
+        storage + _int(offset) + _int(4) + b"\x85" + _int(stride) + b"\x85"
+        + b"\x89ccollections\nOrderedDict\n)R"
+    )  # fmt: skip
+    return b"ctorch._utils\n_rebuild_tensor_v2\n(" + arguments + b"tR" + after
+
+
+def _build(name: str, value: bytes) -> bytes:
+    """BUILD with the state `{name: value}` on the object on the stack."""
+    return b"}" + _text(name) + value + b"sb"
+
+
+def _torch_zip(path, tensor: bytes, dict_state=b""):
+    """A zip-format file holding `OrderedDict(w=tensor)` and 4 float32s."""
+    payload = (
+        b"\x80\x02ccollections\nOrderedDict\n)R" + dict_state + _text("w") + tensor
+        + b"s."
+    )  # fmt: skip
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("archive/data.pkl", payload)
+        archive.writestr("archive/data/0", np.arange(4, dtype="<f4").tobytes())
+        archive.writestr("archive/version", "3\n")
+
+
+def test_the_hand_written_pickle_reads_without_the_extra_instructions(tmp_path):
+    # The helpers below write a readable file when nothing is added to it.
+    path = tmp_path / "plain.pth"
+    _torch_zip(path, _rebuilt(_storage()), _build("_metadata", b"}"))
+    state = torch_file.read_state_dict(path)
+    np.testing.assert_array_equal(state["w"], np.arange(4, dtype="float32"))
+
+
+@pytest.mark.parametrize(
+    "tensor, dict_state, what",
+    [
+        # The tensor's stride reset to a negative number after its checks:
+        # as_strided would have read 400 MB before the storage.
+        (_rebuilt(_storage(), after=_build("stride", _int(-100_000_000) + b"\x85")),
+         b"", "a tensor"),
+        (_rebuilt(_storage(), after=_build("offset", _int(1 << 30))), b"", "a tensor"),
+        # The storage's element count or view changed under the tensor.
+        (_rebuilt(_storage(after=_build("numel", _int(1 << 30)))), b"", "a storage"),
+        (_rebuilt(_storage(after=_build("view", _int(-8)))), b"", "a storage"),
+        # A state dict's method replaced: only plain attributes may be set.
+        (_rebuilt(_storage()), _build("items", _int(1)), "an OrderedDict (['items']"),
+    ],
+    ids=["tensor stride", "tensor offset", "storage numel", "storage view",
+         "OrderedDict method"],
+)  # fmt: skip
+def test_a_build_instruction_on_a_record_is_refused(tmp_path, tensor, dict_state, what):
+    path = tmp_path / "build.pth"
+    _torch_zip(path, tensor, dict_state)
+    for read in (torch_file.read_torch_file, torch_file.read_state_dict):
+        with pytest.raises(CheckpointError) as info:
+            read(path)
+        message = str(info.value)
+        assert f"asks to set the state of {what}" in message
+        assert "(a pickle BUILD instruction)" in message
+        assert "\n" not in message
+
+
+@pytest.mark.parametrize(
+    "offset, stride, message",
+    [
+        (0, -1, r"a tensor with offset 0, size \(4,\) and stride \(-1,\)"),
+        (-2, 1, r"a tensor with offset -2"),
+        (1, 1, r"reads elements 1 to 4 of a storage of 4"),
+        (100, 1, r"reads elements 100 to 103 of a storage of 4"),
+        (0, 2, r"reads elements 0 to 6 of a storage of 4"),
+    ],
+)
+def test_a_tensor_outside_its_storage_is_refused(tmp_path, offset, stride, message):
+    path = tmp_path / "outside.pth"
+    _torch_zip(path, _rebuilt(_storage(), offset=offset, stride=stride))
+    with pytest.raises(CheckpointError, match=message) as info:
+        torch_file.read_state_dict(path)
+    assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "offset, size, stride",
+    [(0, (4,), (-1,)), (-1, (2,), (1,)), (4, (1,), (0,)), (0, (2, 2), (1,))],
+)
+def test_the_layout_is_checked_again_where_the_storage_is_read(offset, size, stride):
+    # A record made past the unpickler's checks is still never read outside
+    # its storage.
+    storage = torch_file._StorageRef("0", np.dtype("<f4"), 4)
+    ref = torch_file._TensorRef(storage, offset, size, stride)
+    base = np.arange(4, dtype="<f4")
+    with pytest.raises(CheckpointError, match="corrupt"):
+        torch_file._tensor(ref, base, "made.pth")
 
 
 # --------------------------------------------------------------------------

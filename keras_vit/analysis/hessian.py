@@ -32,7 +32,10 @@ a relative change of 1e-3. `hessian_spectrum` follows it:
   weight_decay", adds to the gradient);
 - every batch of `batches` (all of them by default), `top_k=5`;
 - the loss of each batch (data term and L2 term) is reported beside its
-  eigenvalues, so that models can be compared at matched training loss.
+  eigenvalues, so that models can be compared at matched training loss;
+- so is whether each eigenvalue's iteration reached the tolerance
+  (`"converged"`): one stopped by `max_iterations` is the last iterate's
+  estimate.
 
 The previous protocol of this package, clean images with hard labels, no
 L2, a few batches, is the same function with `transform=None`,
@@ -238,10 +241,16 @@ class _HessianVectorProduct:
 
 
 def _top_eigenvalues(hvp, size, top_k, max_iterations, tolerance, rng, on_value):
-    eigenvalues, eigenvectors = [], []
+    """`(eigenvalues, converged)`: power iteration with deflation, `top_k` times.
+
+    `converged[i]` says whether eigenvalue `i` met the tolerance before
+    `max_iterations` (the first iteration has nothing to compare with, so
+    one iteration never converges).
+    """
+    eigenvalues, eigenvectors, flags = [], [], []
     for _ in range(top_k):
         vector = rng.standard_normal(size)
-        value = None
+        value, converged = None, False
         for _ in range(max_iterations):
             for found in eigenvectors:  # deflation: stay orthogonal to them
                 vector -= (found @ vector) * found
@@ -262,8 +271,15 @@ def _top_eigenvalues(hvp, size, top_k, max_iterations, tolerance, rng, on_value)
             raise ValueError("The Hessian-vector product vanished; the loss is flat.")
         eigenvectors.append(vector / norm)
         eigenvalues.append(value)
+        flags.append(bool(converged))
         on_value(value)
-    return eigenvalues
+    return eigenvalues, flags
+
+
+def _by_magnitude(values, flags) -> tuple[list, list]:
+    """Eigenvalues sorted by decreasing magnitude, their flags alongside."""
+    order = sorted(range(len(values)), key=lambda i: abs(values[i]), reverse=True)
+    return [values[i] for i in order], [flags[i] for i in order]
 
 
 def _check_settings(model, variables, top_k, max_iterations, weight_decay, l2):
@@ -333,11 +349,14 @@ def hessian_spectrum(
 
     Returns:
         A dict with `"eigenvalues"` (`(batches, top_k)`, each row sorted by
-        decreasing magnitude, float64), `"loss"` (`(batches,)`, the loss of
-        each (transformed) batch including the L2 term), `"data_loss"`
-        (`(batches,)`, without it), `"l2"` (float, the L2 term),
-        `"batch_sizes"` (`(batches,)`), `"mean_loss"` (float, the loss
-        averaged over images), `"l2_max_curvature"` (the largest
+        decreasing magnitude, float64), `"converged"` (`(batches, top_k)`
+        bools, in the same order: whether the power iteration of that
+        eigenvalue reached `tolerance` before `max_iterations`; an
+        unconverged one is the last iterate's Rayleigh quotient), `"loss"`
+        (`(batches,)`, the loss of each (transformed) batch including the
+        L2 term), `"data_loss"` (`(batches,)`, without it), `"l2"` (float,
+        the L2 term), `"batch_sizes"` (`(batches,)`), `"mean_loss"` (float,
+        the loss averaged over images), `"l2_max_curvature"` (the largest
         eigenvalue the L2 term alone contributes, see `l2_max_curvature`),
         and the settings `"weight_decay"`, `"l2_form"` and `"top_k"`.
 
@@ -372,27 +391,32 @@ def hessian_spectrum(
     def on_value(value):
         progbar.add(1, values=[("eigenvalue", value)])
 
-    eigenvalues, data_losses, sizes, l2_value = [], [], [], 0.0
+    eigenvalues, converged, data_losses, sizes = [], [], [], []
+    l2_value = 0.0
     for batch in _iter_batches(batches, num_batches, transform):
         data, penalty = hvp.losses(*batch)
         data_losses.append(float(data))
         l2_value = float(penalty)
         sizes.append(int(batch[0].shape[0]))
-        values = _top_eigenvalues(
-            lambda vector, batch=batch: hvp(batch, vector),
-            hvp.size,
-            int(top_k),
-            int(max_iterations),
-            tolerance,
-            rng,
-            on_value,
+        values, flags = _by_magnitude(
+            *_top_eigenvalues(
+                lambda vector, batch=batch: hvp(batch, vector),
+                hvp.size,
+                int(top_k),
+                int(max_iterations),
+                tolerance,
+                rng,
+                on_value,
+            )
         )
-        eigenvalues.append(sorted(values, key=abs, reverse=True))
+        eigenvalues.append(values)
+        converged.append(flags)
     data_losses, sizes = np.asarray(data_losses), np.asarray(sizes)
     losses = data_losses + l2_value
     return {
         "l2_max_curvature": l2_max_curvature(variables, weight_decay, l2),
         "eigenvalues": np.asarray(eigenvalues, dtype="float64"),
+        "converged": np.asarray(converged, dtype=bool),
         "loss": losses,
         "data_loss": data_losses,
         "l2": l2_value,
@@ -500,7 +524,7 @@ def hessian_eigenvalues(
     def mean_hvp(vector):
         return sum(hvp(batch, vector) for batch in taken) / len(taken)
 
-    values = _top_eigenvalues(
+    values, _ = _top_eigenvalues(
         mean_hvp,
         hvp.size,
         int(top_k),

@@ -22,6 +22,28 @@ from their code, xxxnell/how-do-vits-work @ 9571ff1; see each function):
 models and seeds into a verdict per claim of the paper, with the numbers it
 rests on. `recipes.compare` trains the models and calls both.
 
+How `claims` decides:
+
+- a claim about one model is tested on each of its seeds; a claim that
+  compares two models on every pair of their runs (each seed of one against
+  each seed of the other), so unequal seed counts need no pairing rule;
+- the noise claim is the paper's comparison, not a trend within a model:
+  the authors' noise is not renormalised (its RMS grows about tenfold from
+  low to high frequencies), so "high-frequency noise hurts more than
+  low-frequency noise" mostly measures energy; a ViT's (high − low)
+  accuracy drop against a ResNet's, under the same noise, does not. A
+  difference within the binomial standard error of the test images is
+  "not distinguishable";
+- the feature-map variance is tested where the authors plot it (the ViT's
+  MSA and MLP blocks, the ResNet's blocks), and AlterNet's as a row of its
+  own;
+- the Hessian claims show each model's training loss (and flag losses more
+  than 25 % apart: the paper compares models at matched loss), the L2
+  term's largest curvature (and when it is the eigenvalues' size), the
+  clean-data column when measured, and eigenvalues whose power iteration
+  hit its cap;
+- a verdict says when it rests on one seed, or on unequal seed counts.
+
 Example:
 
 ```python
@@ -119,7 +141,8 @@ def model_panel(
         seed: Seeds the power iterations, the noise and the directions.
 
     Returns:
-        A dict: `"accuracy"` (on `images`), `"depth"` (`depth_statistics`),
+        A dict: `"accuracy"` (on `images`), `"images"` (their number: the
+        binomial error of the noise claim), `"depth"` (`depth_statistics`),
         `"hessian"` and `"hessian_clean"` (`hessian_spectrum`, the second
         `None` without `clean`), `"noise"` (and `"noise_equal_energy"`)
         (`noise_robustness`), `"distances"` (`attention_distance_by_depth`)
@@ -130,6 +153,7 @@ def model_panel(
     accuracy = float((np.asarray(logits).argmax(-1) == labels).mean())
     result = {
         "accuracy": accuracy,
+        "images": len(images),
         "depth": depth_statistics(model, images, batch_size=s.batch_size),
         "hessian": hessian_spectrum(
             model,
@@ -209,6 +233,37 @@ def _take(batches: Iterable, count: int) -> list:
 
 
 # -- the claims ---------------------------------------------------------------
+TITLES = {VIT: "ViT", RESNET: "ResNet", PREACT: "PreActResNet", ALTERNET: "AlterNet"}
+UNEQUAL_LOSS = 0.25  # Relative difference of training losses that is flagged.
+L2_DOMINATES = 2.0  # A median top eigenvalue within this factor of the L2 term's.
+
+
+@dataclasses.dataclass(frozen=True)
+class Outcome:
+    """What a claim's measure found in a set of panels.
+
+    Attributes:
+        holds: One entry per comparison: `True` where the claim holds,
+            `False` where it does not, `None` where the two sides cannot be
+            told apart (within the binomial standard error of the test set).
+        unit: What one comparison is: `"seeds"` (the runs of one model),
+            `"runs"` (the runs of several models, each on its own) or
+            `"pairs"` (a run of one model against a run of another: every
+            seed of the first against every seed of the second).
+        evidence: The numbers the verdict rests on.
+        undefined: Why a number the claim needs is undefined (the claim is
+            then not testable), or `""`.
+        notes: Qualifiers the verdict text carries (e.g. unequal training
+            losses).
+    """
+
+    holds: list
+    unit: str
+    evidence: str
+    undefined: str = ""
+    notes: tuple[str, ...] = ()
+
+
 @dataclasses.dataclass(frozen=True)
 class Claim:
     """One claim of the paper and how a set of panels tests it.
@@ -218,8 +273,8 @@ class Claim:
         text: The claim, as the paper makes it.
         figure: Where the paper shows it.
         models: The model roles it needs.
-        measure: `{role: [panel per seed]} -> (values per seed, text)`: for
-            each seed, whether the claim holds, and the numbers shown.
+        measure: `{role: [panel per seed]} -> Outcome`.
+        optional: Model roles it also tests when they were run.
     """
 
     key: str
@@ -227,26 +282,81 @@ class Claim:
     figure: str
     models: tuple[str, ...]
     measure: Callable
+    optional: tuple[str, ...] = ()
 
 
-def _median_abs_top(panel, column="hessian") -> float:
-    spectrum = panel[column]
-    if spectrum is None:
+def _number(value) -> float:
+    """A float; `None` (a non-finite number read back from JSON) as NaN."""
+    return float("nan") if value is None else float(value)
+
+
+def _finite(*groups) -> bool:
+    return all(np.isfinite(np.asarray(g, dtype="float64")).all() for g in groups)
+
+
+def _undefined(named: dict) -> str:
+    """`"<name> is undefined; ..."` for each list of numbers that is not finite."""
+    return "; ".join(
+        f"{name} is undefined" for name, v in named.items() if not _finite(v)
+    )
+
+
+def _eigenvalues(panel, column: str = "hessian") -> np.ndarray | None:
+    spectrum = panel.get(column)
+    if not spectrum:
+        return None
+    # A panel read back from JSON holds `None` where a number was not finite.
+    values = np.asarray(spectrum["eigenvalues"], dtype="float64")
+    return values if values.ndim == 2 and values.size else None
+
+
+def _median_abs_top(panel, column: str = "hessian") -> float:
+    """Median over batches of the largest-magnitude eigenvalue's magnitude."""
+    values = _eigenvalues(panel, column)
+    if values is None or not np.isfinite(values).all():
         return float("nan")
-    return float(np.median(np.abs(np.asarray(spectrum["eigenvalues"])[:, 0])))
+    return float(np.median(np.abs(values[:, 0])))
 
 
 def _negative_share(panel) -> float:
-    values = np.asarray(panel["hessian"]["eigenvalues"])
+    values = _eigenvalues(panel)
+    if values is None or not np.isfinite(values).all():
+        return float("nan")
     return float((values < 0).mean())
 
 
+def _training_loss(panel) -> float:
+    """The data term of the training loss on the Hessian's augmented batches
+    (the training loss without the L2 term), averaged over their images."""
+    spectrum = panel["hessian"]
+    data = np.asarray(spectrum.get("data_loss", []), dtype="float64")
+    sizes = np.asarray(spectrum.get("batch_sizes", []), dtype="float64")
+    if not data.size or data.shape != sizes.shape or not sizes.sum() > 0:
+        return float("nan")
+    return float((data * sizes).sum() / sizes.sum())
+
+
+def _l2_curvature(panel) -> float:
+    return _number(panel["hessian"].get("l2_max_curvature"))
+
+
+def _unconverged(panel) -> tuple[int, int] | None:
+    """`(eigenvalues that did not converge, eigenvalues)`, when recorded."""
+    flags = panel["hessian"].get("converged")
+    if flags is None:
+        return None
+    flags = np.asarray(flags, dtype=bool)
+    return int((~flags).sum()), int(flags.size)
+
+
 def _changes(panel, key: str, kinds: tuple[str, ...], same_size: bool = False):
-    """Changes of a depth statistic at the points of the given kinds."""
+    """Changes of a depth statistic at the points of the given kinds (of the
+    log for the variance), from the point before each."""
     depth = panel["depth"]
     values = np.asarray(depth[key], dtype="float64")
     if key == "variance":
-        values = np.log(values)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            values = np.log(values)
     sizes = np.asarray(depth["sizes"])
     out = []
     for i in range(1, len(values)):
@@ -255,7 +365,7 @@ def _changes(panel, key: str, kinds: tuple[str, ...], same_size: bool = False):
         if same_size and tuple(sizes[i]) != tuple(sizes[i - 1]):
             continue
         out.append(values[i] - values[i - 1])
-    return np.asarray(out)
+    return np.asarray(out, dtype="float64")
 
 
 def _mean_change(panel, key, kinds, same_size=False) -> float:
@@ -263,18 +373,45 @@ def _mean_change(panel, key, kinds, same_size=False) -> float:
     return float(changes.mean()) if changes.size else float("nan")
 
 
-def _noise_drop(panel, where: str) -> float:
-    """Mean accuracy drop over the lowest or highest third of the non-zero
-    noise frequencies (f = 0 is a constant shift, no frequency band)."""
+def _share(panels, key, kinds, sign) -> str:
+    """`"k of n"`: the points of these kinds whose change has this sign."""
+    changes = np.concatenate([_changes(p, key, kinds) for p in panels])
+    return f"{int((np.sign(changes) == sign).sum())} of {changes.size}"
+
+
+def _noise_bands(panel) -> dict:
+    """Accuracy drop, accuracy and noise RMS averaged over the lowest and the
+    highest third of the noise bands.
+
+    The bands are the authors' square annuli (`analysis.noise`), every one
+    that carried noise: a band whose RMS is 0 (an annulus too thin for the
+    image, e.g. f = 0 at 16 px) is left out. As in the authors' Fig. 2b the
+    lowest bands contain frequency 0: at 32 px the f = 0 annulus is the
+    square k in [-1, 0] on each axis (the constant and the lowest frequency)
+    and the f = 0.1π one k in [-2, 1]; both hold the DC term.
+    """
     noise = panel["noise"]
+    frequencies = np.asarray(noise["frequencies"], dtype="float64")
     drops = np.asarray(noise["accuracy_drop"], dtype="float64")
-    order = np.argsort(noise["frequencies"])
-    order = order[np.asarray(noise["frequencies"])[order] > 0]
-    if not order.size:
-        return float("nan")
+    accuracy = noise.get("accuracy")
+    if accuracy is None:  # under noise: clean accuracy minus the drop
+        accuracy = _number(noise.get("clean_accuracy", panel.get("accuracy"))) - drops
+    accuracy = np.asarray(accuracy, dtype="float64")
+    rms = noise.get("noise_rms")
+    rms = np.ones_like(drops) if rms is None else np.asarray(rms, dtype="float64")
+    order = np.argsort(frequencies)
+    order = order[~(rms[order] == 0)]  # a band whose RMS is NaN is kept
+    result = {}
     third = max(1, order.size // 3)
-    chosen = order[:third] if where == "low" else order[-third:]
-    return float(drops[chosen].mean())
+    for where, chosen in (("low", order[:third]), ("high", order[-third:])):
+        if order.size < 2:
+            chosen = order[:0]
+        result[where] = float(drops[chosen].mean()) if chosen.size else np.nan
+        result[f"{where}_accuracy"] = (
+            float(accuracy[chosen].mean()) if chosen.size else np.nan
+        )
+        result[f"{where}_rms"] = float(rms[chosen].mean()) if chosen.size else np.nan
+    return result
 
 
 def _spread(values) -> str:
@@ -284,97 +421,260 @@ def _spread(values) -> str:
     return f"{values.mean():.3g} ± {values.std(ddof=1):.2g}"
 
 
-def _per_seed(runs: dict, *roles):
-    return list(zip(*(runs[role] for role in roles), strict=False))
+def _pairs(runs: dict, first: str, second: str) -> list[tuple]:
+    """Every run of `first` with every run of `second`."""
+    return [(a, b) for a in runs[first] for b in runs[second]]
+
+
+def _hessian_context(runs) -> tuple[list[str], list[str]]:
+    """`(evidence, notes)` both Hessian claims carry: the training losses
+    of the two models and the eigenvalues whose iteration did not converge."""
+    losses = {role: [_training_loss(p) for p in runs[role]] for role in (VIT, RESNET)}
+    parts = [
+        "training loss on the Hessian's batches (data term, no L2): ViT "
+        f"{_spread(losses[VIT])}, ResNet {_spread(losses[RESNET])}"
+    ]
+    notes = []
+    means = [float(np.mean(v)) for v in losses.values()]
+    if _finite(means) and min(means) > 0:
+        if (max(means) - min(means)) / min(means) > UNEQUAL_LOSS:
+            notes.append(
+                f"at unequal training loss (ViT {means[0]:.3g}, ResNet "
+                f"{means[1]:.3g}; more than {UNEQUAL_LOSS:.0%} apart)"
+            )
+    counts = {}
+    for role in (VIT, RESNET):
+        found = [c for c in map(_unconverged, runs[role]) if c is not None]
+        if found and sum(c[0] for c in found):
+            counts[role] = (sum(c[0] for c in found), sum(c[1] for c in found))
+    if counts:
+        parts.append(
+            "not converged at the iteration cap: "
+            + ", ".join(f"{TITLES[r]} {k} of {n}" for r, (k, n) in counts.items())
+            + " eigenvalues"
+        )
+    return parts, notes
 
 
 def _hessian_flatter(runs):
-    pairs = _per_seed(runs, VIT, RESNET)
-    vit = [_median_abs_top(v) for v, _ in pairs]
-    resnet = [_median_abs_top(r) for _, r in pairs]
-    clean_vit = [_median_abs_top(v, "hessian_clean") for v, _ in pairs]
-    clean_resnet = [_median_abs_top(r, "hessian_clean") for _, r in pairs]
-    text = (
-        f"median |top eigenvalue|: ViT {_spread(vit)}, ResNet {_spread(resnet)} "
-        f"(clean data, no L2: ViT {_spread(clean_vit)}, ResNet "
-        f"{_spread(clean_resnet)})"
-    )
-    return [v < r for v, r in zip(vit, resnet, strict=True)], text
+    top = {role: [_median_abs_top(p) for p in runs[role]] for role in (VIT, RESNET)}
+    l2 = {role: [_l2_curvature(p) for p in runs[role]] for role in (VIT, RESNET)}
+    parts = [
+        f"median |top eigenvalue|: ViT {_spread(top[VIT])}, ResNet "
+        f"{_spread(top[RESNET])}"
+    ]
+    if _finite(l2[VIT], l2[RESNET]):
+        parts.append(
+            f"the L2 term's largest curvature: ViT {_spread(l2[VIT])}, ResNet "
+            f"{_spread(l2[RESNET])}"
+        )
+        for role in (VIT, RESNET):
+            pairs = zip(top[role], l2[role], strict=True)
+            near = [t <= L2_DOMINATES * c for t, c in pairs if c > 0]
+            if any(near):
+                parts.append(
+                    f"the L2 term dominates the {TITLES[role]}'s top eigenvalues "
+                    f"(median within {L2_DOMINATES:g}x of its curvature in "
+                    f"{sum(near)} of {len(top[role])} runs)"
+                )
+    panels = runs[VIT] + runs[RESNET]
+    if all(p.get("hessian_clean") for p in panels):
+        clean = {r: [_median_abs_top(p, "hessian_clean") for p in runs[r]]
+                 for r in (VIT, RESNET)}  # fmt: skip
+        parts.append(
+            f"clean data, hard labels, no L2: ViT {_spread(clean[VIT])}, ResNet "
+            f"{_spread(clean[RESNET])}"
+        )
+    extra, notes = _hessian_context(runs)
+    return Outcome(
+        [v < r for v in top[VIT] for r in top[RESNET]],
+        "pairs",
+        "; ".join(parts + extra),
+        _undefined({"the ViT's median top eigenvalue": top[VIT],
+                    "the ResNet's median top eigenvalue": top[RESNET]}),
+        tuple(notes),
+    )  # fmt: skip
 
 
 def _hessian_negative(runs):
-    pairs = _per_seed(runs, VIT, RESNET)
-    vit = [_negative_share(v) for v, _ in pairs]
-    resnet = [_negative_share(r) for _, r in pairs]
-    text = (
-        f"share of negative eigenvalues: ViT {_spread(vit)}, ResNet {_spread(resnet)}"
-    )
-    return [v > r for v, r in zip(vit, resnet, strict=True)], text
+    share = {role: [_negative_share(p) for p in runs[role]] for role in (VIT, RESNET)}
+    parts = [
+        f"share of negative eigenvalues: ViT {_spread(share[VIT])}, ResNet "
+        f"{_spread(share[RESNET])}"
+    ]
+    extra, notes = _hessian_context(runs)
+    return Outcome(
+        [v > r for v in share[VIT] for r in share[RESNET]],
+        "pairs",
+        "; ".join(parts + extra),
+        _undefined({"the ViT's share of negative eigenvalues": share[VIT],
+                    "the ResNet's share of negative eigenvalues": share[RESNET]}),
+        tuple(notes),
+    )  # fmt: skip
 
 
 def _msa_low_pass(runs):
-    holds, parts = [], []
-    for role in (VIT, ALTERNET):
-        if role not in runs:
-            continue
+    holds, parts, named = [], [], {}
+    roles = [role for role in (VIT, ALTERNET) if runs.get(role)]  # see CLAIMS
+    for role in roles:
         changes = [_mean_change(p, "delta", ("msa",)) for p in runs[role]]
-        holds.append([c < 0 for c in changes])
-        parts.append(f"{role} MSA {_spread(changes)}")
-    seeds = [all(h) for h in zip(*holds, strict=False)]
-    return seeds, "mean Δ log amplitude change: " + "; ".join(parts)
+        holds += [c < 0 for c in changes]
+        parts.append(f"{TITLES[role]} MSA {_spread(changes)}")
+        named[f"the {TITLES[role]}'s mean MSA change"] = changes
+    return Outcome(
+        holds,
+        "runs" if len(roles) > 1 else "seeds",
+        "mean change of Δ log amplitude: " + "; ".join(parts),
+        _undefined(named),
+    )
 
 
 def _conv_high_pass(runs):
-    role = RESNET
-    changes = [_mean_change(p, "delta", ("conv",)) for p in runs[role]]
-    same = [_mean_change(p, "delta", ("conv",), same_size=True) for p in runs[role]]
+    changes = [_mean_change(p, "delta", ("conv",)) for p in runs[RESNET]]
+    same = [_mean_change(p, "delta", ("conv",), same_size=True) for p in runs[RESNET]]
     text = (
-        f"mean Δ log amplitude change at ResNet blocks {_spread(changes)} "
+        f"mean change of Δ log amplitude at ResNet blocks {_spread(changes)} "
         f"(blocks that keep the resolution: {_spread(same)})"
     )
-    return [c > 0 for c in changes], text
-
-
-def _msa_variance(runs):
-    role = ALTERNET
-    msa = [_mean_change(p, "variance", ("msa",)) for p in runs[role]]
-    conv = [_mean_change(p, "variance", ("conv",)) for p in runs[role]]
-    text = (
-        f"AlterNet, mean change of log variance: MSA {_spread(msa)}, conv "
-        f"{_spread(conv)}"
+    return Outcome(
+        [c > 0 for c in changes],
+        "seeds",
+        text,
+        _undefined({"the ResNet's mean block change": changes}),
     )
-    return [m < c for m, c in zip(msa, conv, strict=True)], text
 
 
-def _noise(role, high_hurts):
-    def measure(runs):
-        low = [_noise_drop(p, "low") for p in runs[role]]
-        high = [_noise_drop(p, "high") for p in runs[role]]
-        text = (
-            f"{role} accuracy drop: low frequencies {_spread(low)}, high "
-            f"{_spread(high)}"
+def _vit_variance(runs):
+    panels = runs[VIT]
+    msa = [_mean_change(p, "variance", ("msa",)) for p in panels]
+    mlp = [_mean_change(p, "variance", ("mlp",)) for p in panels]
+    text = (
+        f"ViT, mean change of log variance: MSA {_spread(msa)}, MLP "
+        f"{_spread(mlp)}; MSA blocks that lower it: "
+        f"{_share(panels, 'variance', ('msa',), -1)}, MLP blocks that raise it: "
+        f"{_share(panels, 'variance', ('mlp',), 1)}"
+    )
+    return Outcome(
+        [m < 0 < p for m, p in zip(msa, mlp, strict=True)],
+        "seeds",
+        text,
+        _undefined({"the ViT's mean MSA change": msa,
+                    "the ViT's mean MLP change": mlp}),
+    )  # fmt: skip
+
+
+def _conv_variance(runs):
+    panels = runs[RESNET]
+    conv = [_mean_change(p, "variance", ("conv",)) for p in panels]
+    same = [_mean_change(p, "variance", ("conv",), same_size=True) for p in panels]
+    text = (
+        f"ResNet, mean change of log variance at its blocks {_spread(conv)} "
+        f"(blocks that keep the resolution: {_spread(same)}); blocks that "
+        f"raise it: {_share(panels, 'variance', ('conv',), 1)}"
+    )
+    return Outcome(
+        [c > 0 for c in conv],
+        "seeds",
+        text,
+        _undefined({"the ResNet's mean block change": conv}),
+    )
+
+
+def _alternet_variance(runs):
+    panels = runs[ALTERNET]
+    msa = [_mean_change(p, "variance", ("msa",)) for p in panels]
+    conv = [_mean_change(p, "variance", ("conv",)) for p in panels]
+    text = (
+        f"AlterNet, mean change of log variance: MSA blocks {_spread(msa)}, "
+        f"conv blocks {_spread(conv)}; MSA blocks that lower it: "
+        f"{_share(panels, 'variance', ('msa',), -1)}, conv blocks that raise "
+        f"it: {_share(panels, 'variance', ('conv',), 1)}"
+    )
+    return Outcome(
+        [m < 0 < c for m, c in zip(msa, conv, strict=True)],
+        "seeds",
+        text,
+        _undefined({"AlterNet's mean MSA change": msa,
+                    "AlterNet's mean conv change": conv}),
+    )  # fmt: skip
+
+
+def _binomial_se(accuracies, images) -> float:
+    """Standard error of a sum of ± accuracies, each on `images` images,
+    taken as independent binomial estimates: `sqrt(sum p (1 - p) / n)`."""
+    p = np.asarray(accuracies, dtype="float64")
+    return float(np.sqrt((p * (1 - p)).sum() / images))
+
+
+def _noise(runs):
+    bands = {role: [_noise_bands(p) for p in runs[role]] for role in (VIT, RESNET)}
+    images = {role: [p.get("images") for p in runs[role]] for role in (VIT, RESNET)}
+    known = all(n for role in images for n in images[role])
+    holds, differences, errors = [], [], []
+    for (v, nv), (r, nr) in [
+        (a, b)
+        for a in zip(bands[VIT], images[VIT], strict=True)
+        for b in zip(bands[RESNET], images[RESNET], strict=True)
+    ]:
+        # (high - low) drop = accuracy under low minus under high noise: the
+        # clean accuracy cancels; four noisy accuracies remain.
+        difference = (v["high"] - v["low"]) - (r["high"] - r["low"])
+        error = float("nan")
+        if known:
+            error = np.sqrt(
+                _binomial_se([v["low_accuracy"], v["high_accuracy"]], nv) ** 2
+                + _binomial_se([r["low_accuracy"], r["high_accuracy"]], nr) ** 2
+            )
+        differences.append(difference)
+        errors.append(error)
+        holds.append(
+            True if difference < -error else False if difference > error else None
         )
-        if high_hurts:
-            return [h > lo for lo, h in zip(low, high, strict=True)], text
-        return [lo > h for lo, h in zip(low, high, strict=True)], text
 
-    return measure
+    def column(role, key):
+        return _spread([b[key] for b in bands[role]])
+
+    def gap(role):
+        return _spread([b["high"] - b["low"] for b in bands[role]])
+
+    counts = sorted({n for role in images for n in images[role] if n})
+    text = (
+        "accuracy drop under low / high-frequency noise (lowest / highest third "
+        f"of the bands): ViT {column(VIT, 'low')} / {column(VIT, 'high')}, "
+        f"ResNet {column(RESNET, 'low')} / {column(RESNET, 'high')}; high − "
+        f"low: ViT {gap(VIT)}, ResNet {gap(RESNET)}; ViT − ResNet "
+        f"{_spread(differences)}, binomial SE {_spread(errors)}"
+        + (f" (n = {', '.join(map(str, counts))} test images)" if counts else "")
+        + f"; noise RMS low / high: ViT {column(VIT, 'low_rms')} / "
+        f"{column(VIT, 'high_rms')}, ResNet {column(RESNET, 'low_rms')} / "
+        f"{column(RESNET, 'high_rms')}"
+    )
+    undefined = _undefined({"the ViT − ResNet difference": differences})
+    if not known:
+        undefined = "; ".join(
+            filter(None, [undefined, "the number of test images is not recorded"])
+        )
+    return Outcome(holds, "pairs", text, undefined)
 
 
 def _accuracy(panel) -> float:
     """The whole test split's accuracy when known, else the panel's images'."""
     value = panel.get("test_accuracy")
-    return panel["accuracy"] if value is None else value
+    return _number(panel["accuracy"] if value is None else value)
 
 
 def _alternet_accuracy(runs):
-    pairs = _per_seed(runs, ALTERNET, PREACT)
-    alternet = [_accuracy(a) for a, _ in pairs]
-    preact = [_accuracy(p) for _, p in pairs]
+    alternet = [_accuracy(a) for a in runs[ALTERNET]]
+    preact = [_accuracy(p) for p in runs[PREACT]]
     text = (
         f"test accuracy: AlterNet {_spread(alternet)}, PreActResNet {_spread(preact)}"
     )
-    return [a > p for a, p in zip(alternet, preact, strict=True)], text
+    return Outcome(
+        [a > p for a in alternet for p in preact],
+        "pairs",
+        text,
+        _undefined({"AlterNet's accuracy": alternet, "PreActResNet's": preact}),
+    )
 
 
 CLAIMS = (
@@ -401,6 +701,7 @@ CLAIMS = (
         "Fig. 2a, 8",
         (VIT,),
         _msa_low_pass,
+        optional=(ALTERNET,),
     ),
     Claim(
         "conv_high_pass",
@@ -412,24 +713,33 @@ CLAIMS = (
     ),
     Claim(
         "msa_variance",
-        "MSAs reduce the feature-map variance, convolutions increase it",
+        "MSAs reduce the feature-map variance and MLPs increase it (ViT)",
         "Fig. 9",
-        (ALTERNET,),
-        _msa_variance,
-    ),
-    Claim(
-        "vit_noise",
-        "ViTs are robust to high-frequency noise and vulnerable to low-frequency noise",
-        "Fig. 2b",
         (VIT,),
-        _noise(VIT, high_hurts=False),
+        _vit_variance,
     ),
     Claim(
-        "resnet_noise",
-        "ResNets are vulnerable to high-frequency noise",
-        "Fig. 2b",
+        "conv_variance",
+        "Convolutions increase the feature-map variance (ResNet)",
+        "Fig. 9",
         (RESNET,),
-        _noise(RESNET, high_hurts=True),
+        _conv_variance,
+    ),
+    Claim(
+        "alternet_variance",
+        "In AlterNet, MSA blocks lower the feature-map variance that conv blocks raise",
+        "Fig. 9, Sec. 4",
+        (ALTERNET,),
+        _alternet_variance,
+    ),
+    Claim(
+        "noise_frequency",
+        "ViTs are robust to high-frequency noise, ResNets vulnerable to it: "
+        "from low- to high-frequency noise, a ViT's accuracy drop grows less "
+        "than a ResNet's",
+        "Fig. 2b",
+        (VIT, RESNET),
+        _noise,
     ),
     Claim(
         "alternet_accuracy",
@@ -441,39 +751,99 @@ CLAIMS = (
 )
 
 
-def claims(runs: dict) -> list[dict]:
+def _runs_note(outcome: Outcome, counts: dict) -> str:
+    """What the number of runs allows to say, or `""`."""
+    sizes = list(counts.values())
+    if all(n == 1 for n in sizes):
+        return "one seed" if len(sizes) == 1 else "one seed per model"
+    if outcome.unit == "pairs" and len(set(sizes)) > 1:
+        (a, n), (b, m) = counts.items()
+        return (
+            f"{n} run{'s' * (n > 1)} of {TITLES[a]} against {m} of {TITLES[b]}: "
+            f"{n * m} pairs"
+        )
+    return ""
+
+
+def _verdict(outcome: Outcome, counts: dict) -> tuple[str, str]:
+    """`(outcome, verdict text)`; see `claims`."""
+    if outcome.undefined:
+        return "not testable", f"not testable ({outcome.undefined})"
+    holds = outcome.holds
+    total = len(holds)
+    if not total:
+        return "not testable", "not testable (nothing to compare)"
+    held = sum(h is True for h in holds)
+    unclear = sum(h is None for h in holds)
+    if held == total:
+        word, text = "reproduced", "reproduced"
+    elif unclear == total:
+        word = "not distinguishable"
+        text = "not distinguishable (within the binomial standard error)"
+    elif held == 0:
+        word = "not reproduced"
+        text = word + (
+            f" ({unclear} of {total} {outcome.unit} not distinguishable)"
+            if unclear
+            else ""
+        )
+    else:
+        word = "mixed"
+        text = f"mixed ({held} of {total} {outcome.unit}" + (
+            f"; {unclear} not distinguishable)" if unclear else ")"
+        )
+    notes = [_runs_note(outcome, counts), *outcome.notes]
+    return word, "; ".join([text, *filter(None, notes)])
+
+
+def claims(runs: dict, images: int | None = None) -> list[dict]:
     """A verdict on each claim of the paper from panels of several models.
+
+    A claim about one model is tested on each of its seeds. A claim that
+    compares two models is tested on every pair: each seed of the first
+    against each seed of the second (`n x m` pairs; one run of the authors'
+    model against five seeds gives five pairs).
 
     Args:
         runs: `{model role: [model_panel result per seed]}`, roles among
             `"vit"`, `"resnet"` (post-activation), `"preact_resnet"` and
             `"alternet"`.
+        images: The number of test images the panels were measured on,
+            for panels that do not record it (`"images"`, absent from panels
+            made before it was recorded). The noise claim needs it.
 
     Returns:
         One dict per claim of `CLAIMS`: `"key"`, `"claim"`, `"figure"`,
-        `"verdict"` (`"reproduced"` when it holds for every seed, `"not
-        reproduced"` when for none, `"mixed (k of n seeds)"` otherwise, or
-        `"not testable"` when a model it needs was not run or a measure is
-        undefined), `"holds"` (per seed) and `"evidence"` (the numbers it
-        rests on).
+        `"outcome"`: `"reproduced"` (it holds for every seed or pair),
+        `"not reproduced"` (for none), `"mixed"`, `"not distinguishable"`
+        (every difference within the binomial standard error; the noise
+        claim) or `"not testable"` (a model it needs was not run, or a
+        number it needs is undefined); `"verdict"`: the outcome as text,
+        e.g. `"mixed (3 of 25 pairs)"`, with what limits it (`"one seed per
+        model"`, unequal seed counts, unequal training losses);
+        `"holds"` (per seed or pair: `True`, `False` or `None` for not
+        distinguishable), `"unit"` (`"seeds"`, `"runs"` or `"pairs"`) and
+        `"evidence"` (the numbers it rests on).
     """
+    if images is not None:
+        runs = {
+            role: [p if p.get("images") else {**p, "images": int(images)} for p in ps]
+            for role, ps in runs.items()
+        }
     rows = []
     for claim in CLAIMS:
         row = {"key": claim.key, "claim": claim.text, "figure": claim.figure}
-        if not all(runs.get(role) for role in claim.models):
-            missing = ", ".join(r for r in claim.models if not runs.get(r))
-            rows.append({**row, "verdict": "not testable", "holds": [],
-                         "evidence": f"needs {missing}"})  # fmt: skip
+        missing = [role for role in claim.models if not runs.get(role)]
+        if missing:
+            rows.append({**row, "outcome": "not testable", "verdict": "not testable",
+                         "holds": [], "unit": "",
+                         "evidence": f"needs {', '.join(missing)}"})  # fmt: skip
             continue
-        holds, evidence = claim.measure(runs)
-        holds = [bool(h) for h in holds]
-        if "nan" in evidence:
-            verdict = "not testable (a measure is undefined here)"
-        elif all(holds):
-            verdict = "reproduced"
-        elif not any(holds):
-            verdict = "not reproduced"
-        else:
-            verdict = f"mixed ({sum(holds)} of {len(holds)} seeds)"
-        rows.append({**row, "verdict": verdict, "holds": holds, "evidence": evidence})
+        outcome = claim.measure(runs)
+        roles = [*claim.models, *(r for r in claim.optional if runs.get(r))]
+        counts = {role: len(runs[role]) for role in roles}
+        word, verdict = _verdict(outcome, counts)
+        holds = [None if h is None else bool(h) for h in outcome.holds]
+        rows.append({**row, "outcome": word, "verdict": verdict, "holds": holds,
+                     "unit": outcome.unit, "evidence": outcome.evidence})  # fmt: skip
     return rows

@@ -91,9 +91,11 @@ def run(
         `"settings"`, `"seconds"`.
 
     Raises:
-        ConfigError: A setting that cannot be used (one line).
+        ConfigError: A setting that cannot be used (one line), e.g. two
+            models in one role of the claims (`check_roles`).
         recipes.common.RunDiverged: A training run diverged.
     """
+    check_roles(config)  # Before anything is locked, loaded or trained.
     import keras
     import tensorflow as tf
 
@@ -115,15 +117,50 @@ def run(
                     _run_one(config, name, seed, data, out, fresh, allow_changes)
                 )
                 keras.utils.clear_session()  # Twenty models in one process.
-        return _summarise(config, panels, out, time.time() - started)
+        seconds = time.time() - started
+        return _summarise(config, panels, out, seconds, len(data["images"]))
     finally:
         lock.release()
+
+
+def check_roles(config: CompareConfig) -> None:
+    """Refuses two models that would play one role in the claims.
+
+    The claims compare a ViT with a ResNet (`keras_vit.analysis.parkkim`);
+    `"vit"` and `"authors_vit_ti"` (or `"resnet"` and `"authors_resnet_50"`)
+    together would make two ViTs (ResNets), of which the verdicts could use
+    only one. Compare them in two runs instead.
+
+    Raises:
+        ConfigError: One line naming the models that share a role.
+    """
+    from keras_vit.recipes.configs.base import ConfigError
+
+    by_role = {}
+    for name in config.models:
+        by_role.setdefault(ROLES.get(name, name), []).append(name)
+    shared = [names for names in by_role.values() if len(names) > 1]
+    if shared:
+        clash = "; ".join(
+            f"{' and '.join(map(repr, names))} would both be the claims' "
+            f"{TITLES[ROLES[names[0]]]}"
+            for names in shared
+        )
+        raise ConfigError(
+            f"models={tuple(config.models)!r}: {clash}; compare them in "
+            "separate runs (another workdir), one of them in each"
+        )
 
 
 def _run_one(config, name, seed, data, out, fresh, allow_changes) -> dict:
     """One model's panel: kept from an earlier call, or trained and analysed."""
     path = os.path.join(out, "panels", f"{name}_seed{seed}.json")
-    panel = None if fresh else _cached(path, _panel_key(config, name, seed, out))
+    key = _panel_key(config, name, seed, out)
+
+    def legacy(stored, panel):
+        return _legacy_key_holds(config, name, seed, out, key, stored, panel)
+
+    panel = None if fresh else _cached(path, key, legacy)
     if panel is not None:
         _say(config, f"== {TITLES[name]}, seed {seed}: reusing {path}")
         return panel
@@ -151,7 +188,10 @@ def _data(config: CompareConfig) -> dict:
     kdata.check_disjoint(train, test)
     images, labels = [], []
     batches = kdata.eval_dataset(
-        test, image_size=config.image_size, global_batch_size=256, channels=3
+        test,
+        image_size=config.image_size,
+        global_batch_size=256,
+        channels=config.channels,
     )
     for x, y in batches:
         images.append(np.asarray(x))
@@ -305,7 +345,10 @@ def _test_accuracy(model, source, config, name) -> float:
     convert = _to_model_range(name)
     correct = total = 0
     for x, y in kdata.eval_dataset(
-        source, image_size=config.image_size, global_batch_size=256
+        source,
+        image_size=config.image_size,
+        global_batch_size=256,
+        channels=config.channels,
     ):
         logits = model.predict(convert(np.asarray(x)), verbose=0)
         correct += int((logits.argmax(-1) == np.asarray(y).argmax(-1)).sum())
@@ -334,8 +377,48 @@ def _settings(config: CompareConfig, name: str):
 
 
 # -- what is reused ------------------------------------------------------------
+# The config fields a trained model's panel depends on beyond `PanelSettings`:
+# the test images, the training loss (its label smoothing and the L2 term's
+# weight decay), the batches of the Hessian and the landscape (their size and
+# the training augmentation they go through), the image size and channels.
+ANALYSIS_FIELDS = (
+    "seed",
+    "train_split",
+    "image_size",
+    "channels",
+    "label_smoothing",
+    "weight_decay",
+    "hessian_batch_size",
+    "crop_area_range",
+    "crop_aspect_range",
+    "random_flip",
+    "randaugment_ops",
+    "randaugment_magnitude",
+    "mixup_alpha",
+    "cutmix_factor",
+)
+# What the comparison is made of rather than how a model is measured.
+_COMPOSITION_FIELDS = ("models", "seeds", "landscape_seeds", *AUTHORS_MODELS)
+# The entries of a key written before "analysis" was part of it.
+_LEGACY_ENTRIES = ("settings", "landscape", "data", "run", "weights")
+
+
+def _analysis_fields(config: CompareConfig, name: str) -> dict:
+    """`ANALYSIS_FIELDS`, or for the authors' models (trained elsewhere: no
+    training run records their recipe) every field but the run-only ones
+    and those that list the comparison's models and seeds."""
+    from keras_vit.recipes.configs.base import RUN_ONLY_FIELDS
+
+    fields = dataclasses.asdict(config)
+    if name not in AUTHORS_MODELS:
+        return {key: fields[key] for key in ANALYSIS_FIELDS}
+    skip = {*RUN_ONLY_FIELDS, *_COMPOSITION_FIELDS}
+    return {key: value for key, value in fields.items() if key not in skip}
+
+
 def _panel_key(config: CompareConfig, name: str, seed: int, out: str) -> dict:
-    """What a kept panel must match: the analysis settings and the run."""
+    """What a kept panel must match: the analysis settings, the config fields
+    the analyses read (`_analysis_fields`) and the training run."""
     settings = dataclasses.asdict(_settings(config, name))
     trained = os.path.join(out, "runs", f"{name}_seed{seed}", "results.json")
     digest = None
@@ -349,27 +432,74 @@ def _panel_key(config: CompareConfig, name: str, seed: int, out: str) -> dict:
             "data": [config.dataset, config.test_split, config.analysis_images],
             "run": digest,
             "weights": getattr(config, name, None) if name in AUTHORS_MODELS else None,
+            "analysis": _analysis_fields(config, name),
         }
     )
 
 
-def _cached(path: str, key: dict):
+def _cached(path: str, key: dict, legacy=None):
+    """The panel kept in `path` if its key is `key`, else `None`.
+
+    Args:
+        path: A `panels/<model>_seed<s>.json` file.
+        key: `_panel_key` now.
+        legacy: `legacy(stored key, panel) -> bool`, whether a key written
+            before `"analysis"` was part of keys still holds.
+    """
     try:
         with open(path, encoding="utf-8") as f:
             stored = json.load(f)
     except (OSError, ValueError):
         return None
-    return stored["panel"] if stored.get("key") == key else None
+    if not isinstance(stored, dict) or not isinstance(stored.get("panel"), dict):
+        return None
+    if stored.get("key") == key:
+        return stored["panel"]
+    if legacy is not None and legacy(stored.get("key"), stored["panel"]):
+        return stored["panel"]
+    return None
+
+
+def _legacy_key_holds(config, name, seed, out, key, stored, panel) -> bool:
+    """Whether a panel keyed without `"analysis"` was measured as now.
+
+    Those keys missed the `ANALYSIS_FIELDS`. For a trained model they can
+    still be checked: the training run records its config (`config.json`),
+    and the panel was measured with the config that trained or loaded it,
+    so the run's training loss, augmentation, image size and channels are
+    the panel's; the Hessian's batch size is in the panel itself. Only the
+    data-order seed (`seed`, for TFDS sources) was recorded nowhere. The
+    authors' models (no training run) are measured again.
+    """
+    from keras_vit import atomic
+
+    if not isinstance(stored, dict) or "analysis" in stored:
+        return False
+    if name in AUTHORS_MODELS or key["run"] is None:
+        return False
+    if any(stored.get(entry) != key[entry] for entry in _LEGACY_ENTRIES):
+        return False
+    workdir = os.path.join(out, "runs", f"{name}_seed{seed}")
+    recorded = atomic.read_json_object(os.path.join(workdir, "config.json"))
+    current = _to_json(dataclasses.asdict(train_config(config, name, seed, out)))
+    trained = [field for field in ANALYSIS_FIELDS if field in current]
+    if not recorded or any(
+        recorded.get(field) != current[field] for field in trained if field != "seed"
+    ):
+        return False
+    sizes = (panel.get("hessian") or {}).get("batch_sizes") or []
+    return bool(sizes) and all(size == config.hessian_batch_size for size in sizes)
 
 
 # -- the comparison ------------------------------------------------------------
-def _summarise(config: CompareConfig, panels: dict, out: str, seconds: float):
+def _summarise(
+    config: CompareConfig, panels: dict, out: str, seconds: float, images: int
+):
     from keras_vit.analysis import parkkim
 
-    roles = {}
-    for name, runs in panels.items():
-        roles.setdefault(ROLES[name], runs)
-    claims = parkkim.claims(roles)
+    # One model per role (`check_roles`).
+    roles = {ROLES[name]: runs for name, runs in panels.items()}
+    claims = parkkim.claims(roles, images=images)
     rows = [_row(name, runs) for name, runs in panels.items()]
     claims_md = _claims_markdown(claims, config)
     table_md = _table_markdown(rows, config, seconds)
@@ -437,14 +567,20 @@ def _claims_markdown(claims: list, config: CompareConfig) -> str:
         "|---|---|---|---|",
     ]
     for row in claims:
-        lines.append(
-            f"| {row['claim']} | {row['figure']} | {row['evidence']} | "
-            f"**{row['verdict']}** |"
-        )
+        cells = [row["claim"], row["figure"], row["evidence"], f"**{row['verdict']}**"]
+        # A "|" of the text ("median |top eigenvalue|") would end its cell.
+        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    authors = any(name in AUTHORS_MODELS for name in config.models)
     note = (
         f"\nDataset {config.dataset} at {config.image_size} px; {config.seeds} "
-        "seed(s) per trained model; a claim is reproduced when it holds for "
-        "every seed. Protocols: the authors' (keras_vit.analysis.parkkim).\n"
+        "seed(s) per trained model"
+        + (" (one run of each of the authors' models)" if authors else "")
+        + ". A claim about one model is reproduced when it holds for every seed, "
+        "one that compares two models when it holds for every pair of their "
+        'runs (each seed of one against each seed of the other); "mixed (k '
+        'of n ...)" counts them. The noise claim calls a difference within '
+        "the binomial standard error of the test images not distinguishable. "
+        "Protocols: the authors' (keras_vit.analysis.parkkim).\n"
     )
     return "\n".join(lines) + "\n" + note
 
@@ -596,7 +732,9 @@ def main(argv: list[str] | None = None) -> dict:
     Exits with status 2 on an argument or config error (one line), 1 when a
     training run diverged.
     """
-    return cli.run_command(run, CompareConfig, build_parser(), argv)
+    return cli.run_command(
+        run, CompareConfig, build_parser(), argv, precheck=check_roles
+    )
 
 
 if __name__ == "__main__":

@@ -12,6 +12,11 @@ name before it is called:
 - `collections.OrderedDict` (a state dict, a tensor's empty hook table).
 
 Dicts, lists, tuples, strings, numbers, booleans and `None` need no name.
+A BUILD instruction (which sets an object's state) is refused on the
+reader's tensor and storage records, and on an `OrderedDict` for any name
+its class already has; PyTorch uses it only for a state dict's `_metadata`.
+A tensor's offset, size and stride are checked when it is unpickled and
+again before its storage is read: every element must lie inside it.
 Both of PyTorch's formats are read: the zip archive of `torch.save` since
 PyTorch 1.6 (`<archive>/data.pkl` plus one `<archive>/data/<key>` record per
 storage) and the older "legacy" stream (a magic number, a protocol version,
@@ -73,8 +78,22 @@ def _storage_dtypes() -> dict[str, np.dtype]:
     }
 
 
+class _Record:
+    """A record the unpickler makes; the pickle may not set its state.
+
+    A pickle's BUILD instruction sets the state of the object before it:
+    without a `__setstate__`, the unpickler writes straight into the
+    instance's `__dict__`, past a frozen dataclass's checks (a tensor's
+    stride reset to a negative number would then read outside its storage).
+    A file `torch.save` wrote never does that to a tensor or a storage.
+    """
+
+    def __setstate__(self, state):
+        raise _RefusedBuild(_RECORD_NAMES.get(type(self).__name__, "a record"))
+
+
 @dataclasses.dataclass(frozen=True)
-class _StorageType:
+class _StorageType(_Record):
     """What an allowed `torch.<Type>Storage` global unpickles to."""
 
     name: str
@@ -82,7 +101,7 @@ class _StorageType:
 
 
 @dataclasses.dataclass(frozen=True)
-class _StorageRef:
+class _StorageRef(_Record):
     """A storage the pickle refers to: its record key, dtype and size."""
 
     key: str
@@ -92,7 +111,7 @@ class _StorageRef:
 
 
 @dataclasses.dataclass(frozen=True)
-class _TensorRef:
+class _TensorRef(_Record):
     """A tensor of the pickle, rebuilt into an array only when asked for."""
 
     storage: _StorageRef
@@ -101,19 +120,59 @@ class _TensorRef:
     stride: tuple[int, ...]
 
 
+_RECORD_NAMES = {
+    "_StorageType": "a storage type",
+    "_StorageRef": "a storage",
+    "_TensorRef": "a tensor",
+}
+
+
+class _OrderedDict(collections.OrderedDict):
+    """`collections.OrderedDict` as the pickle may build it.
+
+    PyTorch pickles a state dict's `_metadata` attribute as the state of
+    its `OrderedDict` (a BUILD instruction). Only such plain attributes are
+    set: a name the class already has (`items`, `get`, ...) is refused, so
+    that the pickle cannot replace a method the reader calls.
+    """
+
+    def __setstate__(self, state):
+        if not isinstance(state, dict) or not all(
+            isinstance(name, str) and not hasattr(collections.OrderedDict, name)
+            for name in state
+        ):
+            names = list(state)[:4] if isinstance(state, dict) else state
+            raise _RefusedBuild(f"an OrderedDict ({names!r:.80}: not plain attributes)")
+        self.__dict__.update(state)
+
+
+def _layout_problem(offset, size, stride) -> str | None:
+    """What is wrong with a tensor's offset, size and stride, or `None`.
+
+    Each must be a non-negative int (a tuple of them for `size` and
+    `stride`, of one length): then the tensor's elements lie between index
+    `offset` and `offset + sum((n - 1) * s)` of its storage.
+    """
+    if not isinstance(size, tuple) or not isinstance(stride, tuple):
+        return "a size or stride that is not a tuple"
+    values = (offset, *size, *stride)
+    if len(size) != len(stride) or not all(
+        isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in values
+    ):
+        return f"a tensor with offset {offset!r}, size {size!r} and stride {stride!r}"
+    return None
+
+
 def _rebuild_tensor_v2(storage, storage_offset, size, stride, *rest):
     """Stands in for `torch._utils._rebuild_tensor_v2`: records, runs nothing."""
     if not isinstance(storage, _StorageRef):
         raise pickle.UnpicklingError("a tensor whose storage is not a storage")
+    if not isinstance(size, (tuple, list)) or not isinstance(stride, (tuple, list)):
+        raise pickle.UnpicklingError("a tensor whose size or stride is not a tuple")
     size, stride = tuple(size), tuple(stride)
-    values = (storage_offset, *size, *stride)
-    if len(size) != len(stride) or not all(
-        isinstance(v, int) and v >= 0 for v in values
-    ):
-        raise pickle.UnpicklingError(
-            f"a tensor with offset {storage_offset!r}, size {size!r} and stride "
-            f"{stride!r}"
-        )
+    problem = _layout_problem(storage_offset, size, stride)
+    if problem is not None:
+        raise pickle.UnpicklingError(problem)
     return _TensorRef(storage, storage_offset, size, stride)
 
 
@@ -129,7 +188,7 @@ class _RestrictedUnpickler(pickle.Unpickler):
         if (module, name) == ("torch._utils", "_rebuild_tensor_v2"):
             return _rebuild_tensor_v2
         if (module, name) == ("collections", "OrderedDict"):
-            return collections.OrderedDict
+            return _OrderedDict
         if module == "torch" and name in self._dtypes:
             return _StorageType(name, self._dtypes[name])
         raise _Refused(f"{module}.{name}")
@@ -168,6 +227,10 @@ class _Refused(pickle.UnpicklingError):
     """A global outside the allow-list; its name is the message."""
 
 
+class _RefusedBuild(pickle.UnpicklingError):
+    """A BUILD instruction on a record; what it targets is the message."""
+
+
 def _unpickle(data: bytes | io.BufferedIOBase, path: str, dtypes):
     stream = io.BytesIO(data) if isinstance(data, bytes) else data
     return _load(_RestrictedUnpickler(stream, dtypes), path)
@@ -183,6 +246,12 @@ def _load(unpickler: _RestrictedUnpickler, path: str):
             "file may hold only tensors and plain containers (dict, list, "
             "OrderedDict, numbers, strings), so it was refused and nothing in "
             "it was run."
+        ) from None
+    except _RefusedBuild as refused:
+        raise CheckpointError(
+            f"{path!r} asks to set the state of {refused} (a pickle BUILD "
+            "instruction), which a file torch.save wrote never does; it was "
+            "refused and nothing in it was run."
         ) from None
     except (pickle.UnpicklingError, EOFError, ValueError, TypeError, KeyError,
             IndexError, AttributeError, struct.error) as error:  # fmt: skip
@@ -252,6 +321,16 @@ class _ZipStorages:
 
 
 def _as_storage(data: bytes, ref: _StorageRef, big_endian: bool, path: str):
+    if (
+        not isinstance(ref.dtype, np.dtype)
+        or not isinstance(ref.numel, int)
+        or isinstance(ref.numel, bool)
+        or ref.numel < 0
+    ):
+        raise CheckpointError(
+            f"{path!r}: storage {ref.key!r} has dtype {ref.dtype!r:.40} and "
+            f"{ref.numel!r:.40} elements; the file is corrupt."
+        )
     dtype = ref.dtype.newbyteorder(">") if big_endian else ref.dtype
     need = ref.numel * dtype.itemsize
     if len(data) < need:
@@ -285,28 +364,47 @@ def _legacy_storages(stream, keys, refs, size, path) -> dict[str, np.ndarray]:
 
 
 def _tensor(ref: _TensorRef, base: np.ndarray, path: str) -> np.ndarray:
+    """The array of a tensor record, its layout checked again before any read.
+
+    The offset, size and stride were checked when the pickle made the record;
+    they are checked again here, where they are used: every element the
+    strided view reads, from index `offset` to the last, must lie inside the
+    storage (or its legacy view).
+    """
     storage = ref.storage
     if storage.view is not None:
         start, count = storage.view
-        if start < 0 or count < 0 or start + count > base.size:
+        if (
+            not all(
+                isinstance(v, int) and not isinstance(v, bool) for v in (start, count)
+            )
+            or start < 0
+            or count < 0
+            or start + count > base.size
+        ):
             raise CheckpointError(
-                f"{path!r}: a storage view [{start}, {start + count}) exceeds "
-                f"its storage of {base.size} elements; the file is corrupt."
+                f"{path!r}: a storage view of {count!r:.40} elements at "
+                f"{start!r:.40} does not fit its storage of {base.size} elements; "
+                "the file is corrupt."
             )
         base = base[start : start + count]
+    problem = _layout_problem(ref.offset, ref.size, ref.stride)
+    if problem is not None:
+        raise CheckpointError(f"{path!r} holds {problem:.200}; the file is corrupt.")
     if 0 in ref.size:
         return np.zeros(ref.size, dtype=base.dtype.newbyteorder("="))
-    last = ref.offset + sum(
-        (n - 1) * s for n, s in zip(ref.size, ref.stride, strict=True)
-    )
-    if last >= base.size:
+    # Every stride is >= 0: the first element read is at `offset`, the last at
+    # `offset + sum((n - 1) * s)`.
+    first = ref.offset
+    last = first + sum((n - 1) * s for n, s in zip(ref.size, ref.stride, strict=True))
+    if first < 0 or last >= base.size:
         raise CheckpointError(
-            f"{path!r}: a tensor of shape {ref.size} reaches element {last} of a "
-            f"storage of {base.size}; the file is truncated or corrupt."
+            f"{path!r}: a tensor of shape {ref.size} reads elements {first} to "
+            f"{last} of a storage of {base.size}; the file is truncated or corrupt."
         )
     item = base.dtype.itemsize
     view = np.lib.stride_tricks.as_strided(
-        base[ref.offset :],
+        base[first:],
         shape=ref.size,
         strides=tuple(s * item for s in ref.stride),
         writeable=False,
