@@ -441,3 +441,11 @@ def test_fingerprints_ignore_only_where_and_how_loudly_a_run_runs():
         other = base.override(config, [change])
         assert base.fingerprint(other) != base.fingerprint(config), change
     assert np.isfinite(config.learning_rate)
+
+
+def test_a_cnn_run_refuses_the_vit_options_it_would_ignore():
+    cnn = ["architecture=resnet", "variant=test"]
+    with pytest.raises(base.ConfigError, match="qk_norm, remat: ViT options"):
+        base.override(base.TrainConfig(), [*cnn, "qk_norm=true", "remat=true"])
+    config = base.override(base.TrainConfig(), [*cnn, "drop_path_rate=0.1"])
+    assert config.encoder.drop_path_rate == 0.1

@@ -37,9 +37,9 @@ a relative change of 1e-3. `hessian_spectrum` follows it:
   (`"converged"`): one stopped by `max_iterations` is the last iterate's
   estimate.
 
-The previous protocol of this package, clean images with hard labels, no
-L2, a few batches, is the same function with `transform=None`,
-`weight_decay=0` and a plain cross-entropy.
+The clean protocol (clean images with hard labels, no L2, a few batches)
+is the same function with `transform=None`, `weight_decay=0` and a plain
+cross-entropy.
 
 The Hessian is never formed. Power iteration only needs Hessian-vector
 products `Hv = d(g . v)/dθ`, the gradient of the dot product of the gradient

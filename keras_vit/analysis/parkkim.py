@@ -88,7 +88,7 @@ class PanelSettings:
             authors' 0.7 is on ImageNet-normalised inputs; about 0.31 in
             `[-1, 1]` units for the same relative strength).
         noise_frequencies: Annulus centres from 0 to π.
-        equal_energy_noise: Also run the previous, equal-energy protocol.
+        equal_energy_noise: Also run the equal-energy alternative.
         landscape_points: Grid points per axis of the loss landscape, from
             -1 to 1 (the authors' published grid: 21); 0 for none.
         landscape_batches: Augmented training batches the landscape's loss

@@ -50,6 +50,7 @@ import os
 import sys
 import time
 
+from keras_vit.models.options import EncoderOptions
 from keras_vit.recipes import cli
 from keras_vit.recipes.configs.base import AUTHORS_MODELS
 from keras_vit.recipes.configs.base import CompareConfig
@@ -269,6 +270,8 @@ def train_config(config: CompareConfig, name: str, seed: int, out: str):
         architecture=name,
         variant=config.variant if name == "vit" else config.cnn_variant,
     )
+    if name != "vit":  # A CNN takes no ViT option but its drop-path rate.
+        fields["encoder"] = EncoderOptions(drop_path_rate=config.encoder.drop_path_rate)
     return TrainConfig(**fields)
 
 
@@ -720,7 +723,7 @@ def build_parser() -> cli.ArgumentParser:
         prog=cli.prog("compare"),
         description="Park & Kim's comparison: train a ViT, ResNets and AlterNet "
         "and test the paper's claims with the authors' protocols "
-        "(see docs/analysis.md).",
+        "(see docs/parkkim.md).",
     )
     cli.add_run_arguments(parser, shipped_configs(CompareConfig), "compare")
     return parser

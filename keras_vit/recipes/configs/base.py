@@ -290,6 +290,13 @@ class TrainConfig(RunConfig):
                 not (self.init_from or self.lora_rank or self.layer_decay)
                 or "init_from, lora_rank and layer_decay are for ViTs",
             )
+            vit_only = _changed_encoder_fields(self.encoder) - {"drop_path_rate"}
+            yield (
+                "encoder",
+                not vit_only
+                or f"{', '.join(sorted(vit_only))}: ViT options; a CNN takes "
+                "only encoder.drop_path_rate",
+            )
         yield "eval_batch_size", _positive_or_none(self.eval_batch_size)
         yield (
             "eval_crop_fraction",
@@ -715,3 +722,13 @@ def _size_ok(size):
 
 def _name(hint) -> str:
     return getattr(hint, "__name__", None) or str(hint).replace("typing.", "")
+
+
+def _changed_encoder_fields(options: EncoderOptions) -> set[str]:
+    """The `EncoderOptions` fields that differ from their defaults."""
+    default = EncoderOptions()
+    return {
+        f.name
+        for f in dataclasses.fields(options)
+        if getattr(options, f.name) != getattr(default, f.name)
+    }
