@@ -544,23 +544,37 @@ def _conv_high_pass(runs):
     )
 
 
-def _vit_variance(runs):
-    panels = runs[VIT]
+def _variance_split(runs, role, raiser, labels, owner):
+    """The variance claim of a model with MSA blocks: per seed, the mean
+    MSA change is < 0 and the mean change at the `raiser` points > 0.
+
+    Args:
+        raiser: `(kind, name)` of the points that should raise the variance:
+            `("mlp", "MLP")` or `("conv", "conv")`.
+        labels: How the evidence names the MSA and the raiser points.
+        owner: The model's possessive in the undefined-number reasons.
+    """
+    kind, name = raiser
+    panels = runs[role]
     msa = [_mean_change(p, "variance", ("msa",)) for p in panels]
-    mlp = [_mean_change(p, "variance", ("mlp",)) for p in panels]
+    other = [_mean_change(p, "variance", (kind,)) for p in panels]
     text = (
-        f"ViT, mean change of log variance: MSA {_spread(msa)}, MLP "
-        f"{_spread(mlp)}; MSA blocks that lower it: "
-        f"{_share(panels, 'variance', ('msa',), -1)}, MLP blocks that raise it: "
-        f"{_share(panels, 'variance', ('mlp',), 1)}"
+        f"{TITLES[role]}, mean change of log variance: {labels[0]} "
+        f"{_spread(msa)}, {labels[1]} {_spread(other)}; MSA blocks that lower "
+        f"it: {_share(panels, 'variance', ('msa',), -1)}, {name} blocks that "
+        f"raise it: {_share(panels, 'variance', (kind,), 1)}"
     )
     return Outcome(
-        [m < 0 < p for m, p in zip(msa, mlp, strict=True)],
+        [m < 0 < o for m, o in zip(msa, other, strict=True)],
         "seeds",
         text,
-        _undefined({"the ViT's mean MSA change": msa,
-                    "the ViT's mean MLP change": mlp}),
+        _undefined({f"{owner} mean MSA change": msa,
+                    f"{owner} mean {name} change": other}),
     )  # fmt: skip
+
+
+def _vit_variance(runs):
+    return _variance_split(runs, VIT, ("mlp", "MLP"), ("MSA", "MLP"), "the ViT's")
 
 
 def _conv_variance(runs):
@@ -581,22 +595,8 @@ def _conv_variance(runs):
 
 
 def _alternet_variance(runs):
-    panels = runs[ALTERNET]
-    msa = [_mean_change(p, "variance", ("msa",)) for p in panels]
-    conv = [_mean_change(p, "variance", ("conv",)) for p in panels]
-    text = (
-        f"AlterNet, mean change of log variance: MSA blocks {_spread(msa)}, "
-        f"conv blocks {_spread(conv)}; MSA blocks that lower it: "
-        f"{_share(panels, 'variance', ('msa',), -1)}, conv blocks that raise "
-        f"it: {_share(panels, 'variance', ('conv',), 1)}"
-    )
-    return Outcome(
-        [m < 0 < c for m, c in zip(msa, conv, strict=True)],
-        "seeds",
-        text,
-        _undefined({"AlterNet's mean MSA change": msa,
-                    "AlterNet's mean conv change": conv}),
-    )  # fmt: skip
+    labels = ("MSA blocks", "conv blocks")
+    return _variance_split(runs, ALTERNET, ("conv", "conv"), labels, "AlterNet's")
 
 
 def _binomial_se(accuracies, images) -> float:

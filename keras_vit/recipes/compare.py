@@ -363,7 +363,7 @@ def _settings(config: CompareConfig, name: str):
     from keras_vit.analysis.parkkim import PanelSettings
 
     epsilon = config.noise_epsilon
-    if epsilon is None:  # Issue #44's 0.7 on normalised inputs; ~0.31 in [-1, 1].
+    if epsilon is None:  # The authors' 0.7 on normalised inputs; ~0.31 in [-1, 1].
         epsilon = 0.7 if name in AUTHORS_MODELS else 0.31
     return PanelSettings(
         hessian_batches=config.hessian_batches or None,

@@ -421,9 +421,9 @@ class CompareConfig(TrainConfig):
     hessian_l2: str = "norm"  # The authors' ops/norm.py; or "squared".
     clean_hessian: bool = True  # Also the clean-data, no-L2 column.
     noise_epsilon: float | None = None  # Sign noise; None: 0.31 ([-1, 1] input),
-    # 0.7 for the authors' models (their normalised input), as their issue #44.
+    # 0.7 for the authors' models (their normalised input, as the authors answered).
     noise_frequencies: int = 11  # Annulus centres from 0 to pi.
-    equal_energy_noise: bool = False  # Also the previous equal-energy noise.
+    equal_energy_noise: bool = False  # Also the equal-energy alternative.
     landscape_points: int = 11  # Loss-landscape grid points per axis; 0 = none.
     landscape_batches: int = 2  # Augmented batches per grid point.
     landscape_seeds: int = 1  # Seeds whose landscape is drawn.
