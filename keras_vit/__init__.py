@@ -1,9 +1,13 @@
 """keras_vit: the Vision Transformer in Keras 3.
 
-`import keras_vit` is fast: each name below is imported on first use, and
-the classes a saved `.keras` file names are registered as soon as Keras is
-loaded (`keras_vit._imports`), so `keras.saving.load_model` works after
-`import keras_vit` in either import order.
+`import keras_vit` imports the whole library (TensorFlow included): every
+name below and every subpackage (`keras_vit.models`, `keras_vit.weights`,
+`keras_vit.export`, `keras_vit.training`, `keras_vit.data`,
+`keras_vit.analysis`, ...) is an attribute, and every class a saved
+`.keras` file can name is registered with Keras, so `keras.saving.load_model`
+works after `import keras_vit`, whichever of Keras and keras_vit is imported
+first. TensorFlow's start-up notes are hidden (`keras_vit._tensorflow`;
+`KERAS_VIT_VERBOSE=1` shows them).
 
 Example:
 
@@ -11,73 +15,134 @@ Example:
 import keras_vit
 
 model = keras_vit.ViT_L16(num_classes=100)
+dinov2 = keras_vit.models.DINOv2_S14()
 ```
 """
 
-from keras_vit import _imports
+# First: TensorFlow, imported without its start-up notes.
+from keras_vit import _tensorflow  # noqa: F401  isort: skip
 
-_imports.install()
+from keras_vit import analysis
+from keras_vit import atomic
+from keras_vit import data
+from keras_vit import export
+from keras_vit import finetune
+from keras_vit import imagenet
+from keras_vit import interop
+from keras_vit import layers
+from keras_vit import models
+from keras_vit import recipes
+from keras_vit import resample
+from keras_vit import training
+from keras_vit import weights
+from keras_vit.models import ALTERNETS
+from keras_vit.models import BACKBONES
+from keras_vit.models import FAMILIES
+from keras_vit.models import FAMILY_MODELS
+from keras_vit.models import NAMED_MODELS
+from keras_vit.models import PREACT_RESNETS
+from keras_vit.models import VARIANTS
+from keras_vit.models import AlterNet
+from keras_vit.models import AlterNet18
+from keras_vit.models import AlterNet50
+from keras_vit.models import DeiT3_B16
+from keras_vit.models import DeiT3_L16
+from keras_vit.models import DeiT3_S16
+from keras_vit.models import DINOv2_B14
+from keras_vit.models import DINOv2_g14
+from keras_vit.models import DINOv2_L14
+from keras_vit.models import DINOv2_S14
+from keras_vit.models import EncoderOptions
+from keras_vit.models import PreActResNet
+from keras_vit.models import PreActResNet18
+from keras_vit.models import PreActResNet50
+from keras_vit.models import R26_ViT_B32
+from keras_vit.models import R26_ViT_S32
+from keras_vit.models import R50_ViT_B16
+from keras_vit.models import R50_ViT_L32
+from keras_vit.models import ResNetSpec
+from keras_vit.models import SigLIP_B16
+from keras_vit.models import SigLIP_So400m14
+from keras_vit.models import ViT
+from keras_vit.models import ViT_B8
+from keras_vit.models import ViT_B16
+from keras_vit.models import ViT_B32
+from keras_vit.models import ViT_H14
+from keras_vit.models import ViT_L16
+from keras_vit.models import ViT_L32
+from keras_vit.models import ViT_S16
+from keras_vit.models import ViT_S32
+from keras_vit.models import ViT_Ti16
+from keras_vit.models import ViTLayout
+from keras_vit.models import cnn_feature_extractor
+from keras_vit.models import family_model
+from keras_vit.models import feature_extractor
+from keras_vit.models import parse_variant
+from keras_vit.models import with_image_size
+from keras_vit.resample import resample_patch_embedding
+from keras_vit.resample import resample_position_embedding
+from keras_vit.version import __version__ as __version__
+from keras_vit.weights import load_weights
 
-__version__ = "0.1.0"
-
-# Public name -> the module that defines it (a subpackage or module is
-# exported as itself).
-_EXPORTS = {
-    "AlterNet": "keras_vit.models",
-    "AlterNet18": "keras_vit.models",
-    "AlterNet50": "keras_vit.models",
-    "ALTERNETS": "keras_vit.models",
-    "analysis": "keras_vit.analysis",
-    "atomic": "keras_vit.atomic",
-    "BACKBONES": "keras_vit.models",
-    "cnn_feature_extractor": "keras_vit.models",
-    "DeiT3_B16": "keras_vit.models",
-    "DeiT3_L16": "keras_vit.models",
-    "DeiT3_S16": "keras_vit.models",
-    "DINOv2_B14": "keras_vit.models",
-    "DINOv2_g14": "keras_vit.models",
-    "DINOv2_L14": "keras_vit.models",
-    "DINOv2_S14": "keras_vit.models",
-    "EncoderOptions": "keras_vit.models",
-    "FAMILIES": "keras_vit.models",
-    "family_model": "keras_vit.models",
-    "FAMILY_MODELS": "keras_vit.models",
-    "feature_extractor": "keras_vit.models",
-    "finetune": "keras_vit.finetune",
-    "imagenet": "keras_vit.imagenet",
-    "interop": "keras_vit.interop",
-    "layers": "keras_vit.layers",
-    "load_weights": "keras_vit.weights",
-    "NAMED_MODELS": "keras_vit.models",
-    "parse_variant": "keras_vit.models",
-    "PREACT_RESNETS": "keras_vit.models",
-    "PreActResNet": "keras_vit.models",
-    "PreActResNet18": "keras_vit.models",
-    "PreActResNet50": "keras_vit.models",
-    "R26_ViT_B32": "keras_vit.models",
-    "R26_ViT_S32": "keras_vit.models",
-    "R50_ViT_B16": "keras_vit.models",
-    "R50_ViT_L32": "keras_vit.models",
-    "resample_patch_embedding": "keras_vit.resample",
-    "resample_position_embedding": "keras_vit.resample",
-    "ResNetSpec": "keras_vit.models",
-    "SigLIP_B16": "keras_vit.models",
-    "SigLIP_So400m14": "keras_vit.models",
-    "VARIANTS": "keras_vit.models",
-    "ViT": "keras_vit.models",
-    "ViT_B16": "keras_vit.models",
-    "ViT_B32": "keras_vit.models",
-    "ViT_B8": "keras_vit.models",
-    "ViT_H14": "keras_vit.models",
-    "ViT_L16": "keras_vit.models",
-    "ViT_L32": "keras_vit.models",
-    "ViT_S16": "keras_vit.models",
-    "ViT_S32": "keras_vit.models",
-    "ViT_Ti16": "keras_vit.models",
-    "ViTLayout": "keras_vit.models",
-    "weights": "keras_vit.weights",
-    "with_image_size": "keras_vit.models",
-}
-
-__all__ = sorted(_EXPORTS)
-__getattr__, __dir__ = _imports.lazy_exports(__name__, _EXPORTS)
+__all__ = [
+    "AlterNet",
+    "AlterNet18",
+    "AlterNet50",
+    "ALTERNETS",
+    "analysis",
+    "atomic",
+    "BACKBONES",
+    "cnn_feature_extractor",
+    "data",
+    "DeiT3_B16",
+    "DeiT3_L16",
+    "DeiT3_S16",
+    "DINOv2_B14",
+    "DINOv2_g14",
+    "DINOv2_L14",
+    "DINOv2_S14",
+    "EncoderOptions",
+    "export",
+    "FAMILIES",
+    "family_model",
+    "FAMILY_MODELS",
+    "feature_extractor",
+    "finetune",
+    "imagenet",
+    "interop",
+    "layers",
+    "load_weights",
+    "models",
+    "NAMED_MODELS",
+    "parse_variant",
+    "PREACT_RESNETS",
+    "PreActResNet",
+    "PreActResNet18",
+    "PreActResNet50",
+    "R26_ViT_B32",
+    "R26_ViT_S32",
+    "R50_ViT_B16",
+    "R50_ViT_L32",
+    "recipes",
+    "resample",
+    "resample_patch_embedding",
+    "resample_position_embedding",
+    "ResNetSpec",
+    "SigLIP_B16",
+    "SigLIP_So400m14",
+    "training",
+    "VARIANTS",
+    "ViT",
+    "ViT_B16",
+    "ViT_B32",
+    "ViT_B8",
+    "ViT_H14",
+    "ViT_L16",
+    "ViT_L32",
+    "ViT_S16",
+    "ViT_S32",
+    "ViT_Ti16",
+    "ViTLayout",
+    "weights",
+    "with_image_size",
+]

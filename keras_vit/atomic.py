@@ -37,6 +37,19 @@ Permissions follow the umask: the staging directory is created with mode
 written inside it gets that mode and every file the same without the execute
 bits (`0o755`/`0o644` under umask 022, `0o700`/`0o600` under 077).
 
+**URLs** (`gs://bucket/run1/...`, any scheme `tf.io.gfile` has; see
+`keras_vit.paths`): an object store renames nothing atomically, syncs
+nothing and locks nothing, but it writes one object whole or not at all.
+So a file for a URL is written complete in a local temporary folder
+(`tempfile`; a full local disk there raises `DiskFull` naming it), uploaded
+next to the target under a temporary name (`.partial-<pid>-<name>`) and
+renamed over the target (`tf.io.gfile.rename(overwrite=True)`; in an object
+store a server-side copy and a delete). A reader sees the old object or the
+new one, never a part of one; a kill can leave the temporary object, which
+`remove_partials` deletes. What needs several files to be consistent (a
+training backup) commits them in order: the record is written only after
+the file it describes (`keras_vit.training.backup`).
+
 Example:
 
 ```python
@@ -44,6 +57,7 @@ from keras_vit import atomic
 
 atomic.write_json("runs/x/results.json", {"accuracy": 0.98})
 atomic.save_model(model, "runs/x/final.keras")
+atomic.write_json("gs://my-bucket/x/results.json", {"accuracy": 0.98})
 ```
 """
 
@@ -61,6 +75,9 @@ import shutil
 import socket
 import stat
 import sys
+import tempfile
+
+from keras_vit import paths
 
 logger = logging.getLogger("keras_vit.atomic")
 
@@ -80,7 +97,8 @@ class DiskFull(OSError):
 
     Attributes:
         path: The file that could not be written.
-        mount: The mount point of the file system it is on.
+        mount: The mount point of the file system it is on (for a URL: of
+            the local folder it was being written in before its upload).
         free: Bytes available there after the failed write was removed.
 
     Example:
@@ -93,22 +111,34 @@ class DiskFull(OSError):
     ```
     """
 
-    def __init__(self, path: str, code: int = errno.ENOSPC, needed: int | None = None):
+    def __init__(
+        self,
+        path: str,
+        code: int = errno.ENOSPC,
+        needed: int | None = None,
+        staged_at: str | None = None,
+    ):
         super().__init__(code, os.strerror(code), path)
         self.path = os.fspath(path)
-        self.mount = mount_point(self.path)
+        local = staged_at or (None if paths.is_url(self.path) else self.path)
+        self.mount = None if local is None else mount_point(local)
         self.needed = needed
         try:
-            self.free = shutil.disk_usage(self.mount).free
+            self.free = None if local is None else shutil.disk_usage(self.mount).free
         except OSError:
             self.free = None
 
     def __str__(self):
         free = "?" if self.free is None else _bytes(self.free)
         needed = "" if self.needed is None else f", about {_bytes(self.needed)} needed"
+        if self.mount is None:
+            return f"disk full: could not write {self.path} ({self.strerror})"
+        staged = (
+            ", where it is written before its upload" if paths.is_url(self.path) else ""
+        )
         return (
             f"disk full: could not write {self.path} ({self.strerror} on "
-            f"{self.mount}, {free} free{needed})"
+            f"{self.mount}{staged}, {free} free{needed})"
         )
 
 
@@ -143,12 +173,16 @@ def mount_point(path: str) -> str:
     return path
 
 
-def atomic_write(path: str, write) -> str:
+def atomic_write(path: str, write, on_written=None) -> str:
     """Calls `write(temporary_path)`, then moves the result to `path`.
 
     Args:
-        path: The file to create or replace.
-        write: A function writing the whole file at the path it is given.
+        path: The file to create or replace: a local path or a URL (see the
+            module docstring).
+        write: A function writing the whole file at the (local) path it is
+            given.
+        on_written: Optional `on_written(temporary_path)`, called once the
+            file is complete and before it replaces `path` (e.g. to hash it).
 
     Returns:
         `path`. On any error (or interruption) the temporary file is removed
@@ -159,6 +193,8 @@ def atomic_write(path: str, write) -> str:
             `path` is left as it was.
     """
     path = os.fspath(path)
+    if paths.is_url(path):
+        return _write_url(path, write, on_written)
     directory = os.path.dirname(os.path.abspath(path))
     try:
         os.makedirs(directory, exist_ok=True)
@@ -171,6 +207,8 @@ def atomic_write(path: str, write) -> str:
     try:
         write(partial)
         _fsync_file(partial)
+        if on_written is not None:
+            on_written(partial)
         os.replace(partial, path)
     except BaseException as error:
         _close_hdf5(partial)
@@ -180,6 +218,43 @@ def atomic_write(path: str, write) -> str:
         raise
     _fsync_dir(directory)
     return path
+
+
+def _write_url(url: str, write, on_written) -> str:
+    """`atomic_write` for a URL: written locally, then `upload`ed."""
+    with tempfile.TemporaryDirectory(prefix="keras_vit-") as folder:
+        local = os.path.join(folder, os.path.basename(url))
+        try:
+            write(local)
+        except BaseException as error:
+            _close_hdf5(local)
+            raise_if_disk_full(error, url, staged_at=local)
+            raise
+        if on_written is not None:
+            on_written(local)
+        upload(local, url)
+    return url
+
+
+def upload(local: str, url: str) -> str:
+    """Copies the complete local file `local` to `url`, whole or not at all.
+
+    The file is copied next to `url` under a temporary name, then renamed
+    over it (`keras_vit.paths.rename`); the temporary object is deleted if
+    anything fails. Returns `url`.
+    """
+    directory = os.path.dirname(url)
+    partial = os.path.join(
+        directory, f"{PARTIAL_PREFIX}{os.getpid()}-{os.path.basename(url)}"
+    )
+    try:
+        paths.copy_file(local, partial)
+        paths.rename(partial, url)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            paths.remove(partial)
+        raise
+    return url
 
 
 def write_text(path: str, text: str) -> str:
@@ -206,7 +281,7 @@ def read_json_object(path: str) -> dict:
     an object (a record `write_json` wrote is whole or absent, so `{}` means
     "no record")."""
     try:
-        with open(path, encoding="utf-8") as f:
+        with paths.open_file(path) as f:
             value = json.load(f)
     except (OSError, ValueError):
         return {}
@@ -218,22 +293,30 @@ def save_model(model, path: str) -> str:
     return atomic_write(path, model.save)
 
 
-def save_weights(model, path: str) -> str:
+def save_weights(model, path: str, on_written=None) -> str:
     """`model.save_weights(path)` (a `.weights.h5` file), atomically.
+
+    `on_written(temporary_path)` as in `atomic_write`. For a URL the room
+    checked is that of the local temporary folder the file is written in
+    before its upload.
 
     Raises:
         DiskFull: The file system has no room for the file (checked before
             HDF5 writes: see the module docstring).
     """
     needed = weights_file_bytes(model, path)
-    directory = os.path.dirname(os.path.abspath(path))
+    if paths.is_url(path):
+        directory = tempfile.gettempdir()
+    else:
+        directory = os.path.dirname(os.path.abspath(path))
     try:
         free = shutil.disk_usage(_existing(directory)).free
     except OSError:
         free = None
     if free is not None and free < needed:
-        raise DiskFull(path, errno.ENOSPC, needed=needed)
-    return atomic_write(path, model.save_weights)
+        staged = directory if paths.is_url(path) else None
+        raise DiskFull(path, errno.ENOSPC, needed=needed, staged_at=staged)
+    return atomic_write(path, model.save_weights, on_written)
 
 
 def weights_file_bytes(model, path: str) -> int:
@@ -249,12 +332,15 @@ def weights_file_bytes(model, path: str) -> int:
     optimizer = getattr(model, "optimizer", None)
     variables = [*model.weights, *(getattr(optimizer, "variables", None) or [])]
     sizes = [sum(int(np.prod(v.shape)) * np.dtype(v.dtype).itemsize for v in variables)]
-    directory, name = os.path.split(os.path.abspath(path))
+    path = os.fspath(path)
+    directory, name = os.path.split(
+        path if paths.is_url(path) else os.path.abspath(path)
+    )
     pattern = re.sub(r"[0-9]+", "#", name)
     with contextlib.suppress(OSError):
-        for other in os.listdir(directory):
+        for other in paths.listdir(directory):
             if re.sub(r"[0-9]+", "#", other) == pattern:
-                sizes.append(os.path.getsize(os.path.join(directory, other)))
+                sizes.append(paths.getsize(os.path.join(directory, other)))
     return max(sizes) + 2048 * len(variables) + (1 << 20)
 
 
@@ -267,11 +353,16 @@ def _existing(directory: str) -> str:
     return directory
 
 
-def raise_if_disk_full(error: BaseException, path: str) -> None:
-    """Raises `DiskFull` for `path` (from `error`) if `error` is a full disk."""
+def raise_if_disk_full(
+    error: BaseException, path: str, staged_at: str | None = None
+) -> None:
+    """Raises `DiskFull` for `path` (from `error`) if `error` is a full disk.
+
+    `staged_at`: the local file a URL's content was being written to.
+    """
     code = disk_full_code(error) if isinstance(error, Exception) else None
     if code is not None:
-        raise DiskFull(path, code) from error
+        raise DiskFull(path, code, staged_at=staged_at) from error
 
 
 def _close_hdf5(partial: str) -> None:
@@ -318,14 +409,14 @@ def _bytes(count: float) -> str:
 
 
 def remove_partials(directory: str) -> list[str]:
-    """Deletes temporary files a killed writer left in `directory`."""
+    """Deletes temporary files a killed writer left in `directory` (or URL)."""
     removed = []
-    if not os.path.isdir(directory):
+    if not paths.isdir(directory):
         return removed
-    for name in os.listdir(directory):
+    for name in paths.listdir(directory):
         if name.startswith(PARTIAL_PREFIX):
             with contextlib.suppress(FileNotFoundError):
-                os.remove(os.path.join(directory, name))
+                paths.remove(os.path.join(directory, name))
                 removed.append(name)
     return removed
 
@@ -349,6 +440,20 @@ def check_target(path: pathlib.Path, overwrite: bool, is_dir: bool):
     if path.is_dir() != is_dir:
         kind = "a directory" if path.is_dir() else "a file"
         raise FileExistsError(f"{str(path)!r} exists and is {kind}; not replacing it.")
+
+
+def check_url_target(url: str, overwrite: bool, is_dir: bool):
+    """`check_target` for a URL (a `str`)."""
+    if not paths.exists(url):
+        return
+    if not overwrite:
+        raise FileExistsError(
+            f"{url!r} already exists. Export a new version, or pass "
+            "overwrite=True to replace it."
+        )
+    if paths.isdir(url) != is_dir:
+        kind = "a directory" if paths.isdir(url) else "a file"
+        raise FileExistsError(f"{url!r} exists and is {kind}; not replacing it.")
 
 
 def staging_dir(path: pathlib.Path) -> pathlib.Path:
@@ -428,8 +533,20 @@ def move_into_place(staging: pathlib.Path, path: pathlib.Path, overwrite: bool):
         _fsync_dir(path.parent)
 
 
-def write_bytes(path: pathlib.Path, data: bytes, overwrite: bool):
-    """Writes `data` to `path` atomically (a temporary file, then a rename)."""
+def write_bytes(path: pathlib.Path | str, data: bytes, overwrite: bool):
+    """Writes `data` to `path` atomically (a temporary file, then a rename).
+
+    `path` may be a URL (a `str`): see the module docstring.
+    """
+    if paths.is_url(path):
+        check_url_target(path, overwrite, is_dir=False)
+
+        def write(local):
+            with open(local, "wb") as f:
+                f.write(data)
+
+        atomic_write(path, write)
+        return
     check_target(path, overwrite, is_dir=False)
     staging = staging_dir(path)
     try:
@@ -481,6 +598,14 @@ def _restore(retired: pathlib.Path, path: pathlib.Path):
         logger.info("Restored %s, moved aside by a killed export.", path)
     except OSError:
         pass  # Another export restored it, or wrote a new one, first.
+
+
+def process_exists(pid: int) -> bool:
+    """Whether process `pid` exists on this host (always for this process).
+
+    Where there is no safe probe (not POSIX), `True`.
+    """
+    return _process_exists(pid)
 
 
 def _process_exists(pid: int) -> bool:

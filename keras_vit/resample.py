@@ -47,7 +47,7 @@ import types
 
 import numpy as np
 
-from keras_vit.layers.utils import to_pair
+from keras_vit.utils import to_pair
 
 METHODS = ("bilinear", "bicubic", "bicubic_antialias", "bilinear_antialias")
 # Named conventions: (method, align_corners).

@@ -3,6 +3,8 @@
 import sys
 
 if __name__ == "__main__":
+    from keras_vit.recipes.__main__ import exit_status
     from keras_vit.recipes.__main__ import main
 
-    main(["fewshot", *sys.argv[1:]], invoked_as="python -m recipes.{command}")
+    status = main(["fewshot", *sys.argv[1:]], invoked_as="python -m recipes.{command}")
+    sys.exit(exit_status(status))

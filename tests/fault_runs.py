@@ -218,8 +218,6 @@ def pretrain_argv(workdir, *extra) -> list[str]:
 _SCRIPT = """
 import sys
 sys.path.insert(0, {here!r})
-from keras_vit.recipes import cli
-cli.quiet_tensorflow()  # Before the fault's target imports TensorFlow.
 import fault_runs
 fault_runs.install_from_environment()
 from keras_vit.recipes import {recipe}
@@ -311,8 +309,7 @@ def results(workdir) -> dict:
 def model_weights(path) -> list:
     import keras
 
-    import keras_vit  # noqa: F401  (registers the layers)
-    import keras_vit.masked_patch  # noqa: F401
+    import keras_vit  # noqa: F401  (registers every serializable class)
 
     return keras.saving.load_model(path, compile=False).get_weights()
 

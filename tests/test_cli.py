@@ -1,8 +1,8 @@
-"""The command lines: fast `--help`, one-line errors, shared conventions.
+"""The command lines: `--help`, one-line errors, shared conventions.
 
-Every command answers `--help` and every argument or config error without
-importing TensorFlow, in one line (`error: ...`, exit status 2, no
-traceback); they agree on image sizes (`224`, `224,320`, `224x320`), on
+Every command answers `--help`, and every argument or config error before
+any work, in one line (`error: ...`, exit status 2, no traceback); they
+agree on image sizes (`224`, `224,320`, `224x320`), on
 `--num-classes 0` (no head) and on refusing to overwrite.
 """
 
@@ -15,7 +15,6 @@ import os
 import subprocess
 import sys
 import textwrap
-import time
 
 import numpy as np
 import pytest
@@ -35,9 +34,9 @@ COMMANDS = (
     "recipes.convert",
 )
 
-# Runs each command line in this one process (so that TensorFlow's absence
-# can be checked in sys.modules) and prints one JSON line per command:
-# exit code, stdout lines, stderr text, seconds, whether TF got imported.
+# Runs each command line in this one process (TensorFlow is imported once)
+# and prints one JSON line per command: exit code, stdout lines, stderr
+# text, seconds.
 _RUNNER = """
 import contextlib, io, json, runpy, sys, time
 
@@ -59,7 +58,6 @@ for line in sys.stdin:
     print(json.dumps({
         "argv": argv, "code": code, "out": out.getvalue(), "err": err.getvalue(),
         "seconds": time.perf_counter() - started,
-        "tensorflow": "tensorflow" in sys.modules,
     }), flush=True)
 """
 
@@ -78,17 +76,13 @@ def _run_all(command_lines, env=None):
     return [json.loads(line) for line in process.stdout.splitlines()]
 
 
-def test_help_answers_fast_without_tensorflow():
-    started = time.perf_counter()
+def test_help_answers_every_command():
     results = _run_all([[command, "--help"] for command in COMMANDS])
     assert len(results) == len(COMMANDS)
     for result in results:
         command = result["argv"][0]
         assert result["code"] == 0, (command, result["err"])
         assert result["out"].startswith(f"usage: python -m {command}"), command
-        assert not result["tensorflow"], f"{command} --help imported TensorFlow"
-    # All six, interpreter start included; TensorFlow alone takes ~5-15 s.
-    assert time.perf_counter() - started < 10
 
 
 @pytest.mark.parametrize(
@@ -119,14 +113,13 @@ def test_help_answers_fast_without_tensorflow():
           "--num-classes", "-1"], "not a class count"),
     ],
 )  # fmt: skip
-def test_errors_answer_in_one_line_before_tensorflow(argv, expected):
+def test_errors_answer_in_one_line(argv, expected):
     (result,) = _run_all([argv])
     assert result["code"] == cli.EXIT_USAGE, result
     message = result["err"].strip()
     assert message.startswith("error: ") and len(message.splitlines()) == 1, message
     assert expected in message and "Traceback" not in message
     assert "total_steps" not in message
-    assert not result["tensorflow"], f"{argv} imported TensorFlow to say so"
 
 
 def test_class_names_that_do_not_fit_the_head_are_refused(tmp_path):
@@ -139,7 +132,7 @@ def test_class_names_that_do_not_fit_the_head_are_refused(tmp_path):
              "--base-dir", str(tmp_path)],
         ]
     )  # fmt: skip
-    assert result["code"] == 2 and not result["tensorflow"]
+    assert result["code"] == 2
     assert result["err"] == "error: --class-names lists 2 names for --num-classes 3\n"
     assert not (tmp_path / "m").exists()
 

@@ -1,21 +1,44 @@
-"""What `import keras_vit` loads, lazy names, registration, moved modules."""
+"""How keras_vit imports: every module first, the documented names, saved
+models in either import order, and an import graph without cycles.
+
+`import keras_vit` imports the whole library. Each check that depends on
+what a process imported first runs in fresh `python -c` processes, as a
+user's script would.
+"""
 
 from __future__ import annotations
 
-import importlib
+import ast
+import concurrent.futures
+import json
 import os
 import pathlib
+import re
 import subprocess
 import sys
 import textwrap
 
-import pytest
+import numpy as np
 
 import keras_vit
-from keras_vit import _imports
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-FRAMEWORKS = ("tensorflow", "keras", "jax", "torch")
+PACKAGE = ROOT / "keras_vit"
+# What `pip install keras_vit` does not bring (the extras, and the test
+# dependencies): `import keras_vit` must work without any of them.
+OPTIONAL = (
+    "matplotlib",
+    "keras_hub",
+    "tf2onnx",
+    "onnxruntime",
+    "tensorflow_datasets",
+    "tensorflow_serving",
+    "jax",
+    "torch",
+    "timm",
+    "transformers",
+    "safetensors",
+)
 
 
 def _python(code: str, **env) -> subprocess.CompletedProcess:
@@ -27,169 +50,308 @@ def _python(code: str, **env) -> subprocess.CompletedProcess:
         text=True,
         env=environment,
         cwd=ROOT,
+        timeout=600,
     )
 
 
-@pytest.mark.parametrize(
-    "statement",
-    [
-        "import keras_vit",
-        "from keras_vit.models.options import EncoderOptions, FAMILIES",
-        "from keras_vit.training import hardware; hardware.vector_isa()",
-        "import keras_vit.models, keras_vit.training, keras_vit.export",
-        "import keras_vit.weights, keras_vit.analysis, keras_vit.data",
-        "from keras_vit.recipes.configs.base import load_config; load_config('digits')",
-    ],
-)
-def test_these_imports_load_no_framework(statement):
-    result = _python(
+def _last_line(text: str) -> str:
+    return (text.strip().splitlines() or [""])[-1]
+
+
+# -- (a) every module, imported first --------------------------------------------
+def _reachable(graph: dict[str, set[str]], start: str) -> set[str]:
+    seen, todo = set(), [start]
+    while todo:
+        node = todo.pop()
+        if node not in seen:
+            seen.add(node)
+            todo.extend(graph[node])
+    return seen
+
+
+def _first_imports(modules: list[str]) -> subprocess.CompletedProcess:
+    """A fresh process: `import keras_vit`, then each of `modules`, with the
+    optional packages unimportable; prints what it imported and the errors."""
+    return _python(
         f"""
-        import sys
-        {statement}
-        print(sorted(m for m in {FRAMEWORKS!r} if m in sys.modules))
-        """
-    )
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == "[]", (statement, result.stdout)
+        import json, pkgutil, sys, traceback
 
+        class NotInstalled:
+            def find_spec(self, name, path=None, target=None):
+                if name.partition(".")[0] in {OPTIONAL!r}:
+                    raise ModuleNotFoundError(f"No module named {{name!r}}", name=name)
 
-@pytest.mark.parametrize(
-    "first",
-    ["keras_vit.layers", "keras_vit.layers.attention", "keras_vit.models.encoder"],
-)
-def test_a_keras_vit_module_that_imports_keras_first_imports_and_registers(first):
-    result = _python(
-        f"""
-        import {first}
-        import keras
-        print(keras.saving.get_registered_object("keras_vit>TransformerBlock"))
-        """
-    )
-    assert result.returncode == 0, result.stderr
-    assert "TransformerBlock" in result.stdout
-
-
-@pytest.mark.parametrize(
-    "order",
-    [
-        "import keras; import keras_vit",
-        "import keras_vit; import keras",
-        "import keras_vit; from keras import saving as keras_saving; import keras",
-    ],
-)
-def test_a_saved_model_loads_after_import_keras_vit_in_any_order(tmp_path, order):
-    path = tmp_path / "tiny.keras"
-    made = _python(
-        f"""
-        import numpy as np
+        sys.meta_path.insert(0, NotInstalled())
         import keras_vit
-        model = keras_vit.ViT("test/4", image_size=16, num_classes=3, qk_norm=True)
-        model.save({str(path)!r})
-        np.save({str(tmp_path / "out.npy")!r},
-                model.predict(np.ones((1, 16, 16, 3), "float32"), verbose=0))
+
+        imported = sorted(n for n in sys.modules if n.startswith("keras_vit"))
+        errors = {{}}
+        for name in {modules!r}:
+            try:
+                __import__(name)
+            except BaseException as error:
+                errors[name] = traceback.format_exception_only(error)[-1].strip()
+        walked = [m.name for m in pkgutil.walk_packages(
+            keras_vit.__path__, "keras_vit.")]
+        print(json.dumps({{
+            "imported": imported,
+            "errors": errors,
+            "walked": ["keras_vit", *walked],
+            "optional": sorted(n for n in {OPTIONAL!r} if n in sys.modules),
+        }}))
         """
     )
-    assert made.returncode == 0, made.stderr
-    loaded = _python(
-        f"""
-        {order}
-        import numpy as np
-        model = keras.saving.load_model({str(path)!r})
-        out = model.predict(np.ones((1, 16, 16, 3), "float32"), verbose=0)
-        np.testing.assert_allclose(out, np.load({str(tmp_path / "out.npy")!r}),
-                                   atol=1e-6)
-        print("ok")
-        """
-    )
-    assert loaded.returncode == 0, loaded.stderr
-    assert loaded.stdout.strip() == "ok"
 
 
-# Every package with an `__all__` (lazy or not).
-PACKAGES = sorted(
-    ".".join(path.relative_to(ROOT).parent.parts)
-    for path in (ROOT / "keras_vit").rglob("__init__.py")
-    if "__all__" in path.read_text()
+def test_every_module_imports_first_in_a_fresh_process():
+    """Every module imports as a process's first import, without the
+    optional packages.
+
+    Importing `keras_vit.a.b` runs `keras_vit/__init__.py` first, which
+    imports the library in one fixed order: importing one of the modules it
+    imports first runs exactly what `import keras_vit` runs. A module it does
+    not import (a command, a shipped config) is imported after it, in a
+    process where nothing that module imports at load time (`_graphs`) was
+    imported before: it runs as it would first.
+    """
+    _, load_time = _graphs()
+    everything = set(load_time)
+    eager = _reachable(load_time, "keras_vit")
+    batches = []  # each: (modules, what importing them loads beyond `eager`)
+    for name in sorted(everything - eager):
+        needs = _reachable(load_time, name) - eager
+        batch = next((b for b in batches if not b[1] & needs), None)
+        if batch is None:
+            batches.append(([name], needs))
+        else:
+            batch[0].append(name)
+            batch[1].update(needs)
+    assert "keras_vit.recipes.train" in everything - eager
+    with concurrent.futures.ThreadPoolExecutor(min(4, os.cpu_count() or 1)) as pool:
+        runs = list(pool.map(_first_imports, [b[0] for b in batches]))
+    errors = {}
+    for run in runs:
+        assert run.returncode == 0, run.stderr[-3000:]
+        report = json.loads(_last_line(run.stdout))
+        assert set(report["imported"]) == eager  # `import keras_vit`, as predicted
+        assert set(report["walked"]) == everything  # pkgutil finds them all
+        assert report["optional"] == []
+        errors.update(report["errors"])
+    assert not errors, errors
+
+
+# -- (b) what the documentation names --------------------------------------------
+DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+_DOTTED = re.compile(r"(?<![\w./-])keras_vit(?:\.[A-Za-z_]\w*)+")
+_IMPORT = re.compile(
+    r"(?:^|`)[ \t]*(from keras_vit[\w.]* import (?:\([^)]*\)|[^\n#`]+)"
+    r"|import keras_vit[\w.]*(?:, *keras_vit[\w.]*)*)",
+    re.M,
 )
 
 
-def test_the_package_list_has_the_lazy_packages():
-    lazy = {
-        ".".join(path.relative_to(ROOT).parent.parts)
-        for path in (ROOT / "keras_vit").rglob("__init__.py")
-        if "lazy_exports(" in path.read_text()
+def _documented() -> tuple[list[str], list[str]]:
+    names, statements = set(), set()
+    for path in DOCUMENTS:
+        text = path.read_text(encoding="utf-8")
+        names.update(_DOTTED.findall(text))
+        statements.update(" ".join(m.split()) for m in _IMPORT.findall(text))
+    return sorted(names), sorted(statements)
+
+
+def test_the_documentation_finds_names_and_import_lines():
+    names, statements = _documented()
+    assert "keras_vit.models.DINOv2_S14" in names
+    assert "keras_vit.export.export" in names
+    assert "from keras_vit.export import export" in statements
+
+
+def test_every_documented_name_resolves_after_import_keras_vit():
+    """Each `keras_vit.a.b.c` of README.md and docs/*.md is an attribute
+    after a bare `import keras_vit`; each import line there runs."""
+    names, statements = _documented()
+    checked = _python(
+        f"""
+        import json
+        import keras_vit
+
+        failures = []
+        for name in {names!r}:
+            value = keras_vit
+            for part in name.split(".")[1:]:
+                if not hasattr(value, part):
+                    failures.append(f"{{name}}: no attribute {{part!r}}")
+                    break
+                value = getattr(value, part)
+        for statement in {statements!r}:
+            try:
+                exec(statement, {{}})
+            except Exception as error:
+                failures.append(f"{{statement}}: {{error!r}}")
+        print(json.dumps(failures))
+        """
+    )
+    assert checked.returncode == 0, checked.stderr[-3000:]
+    assert json.loads(_last_line(checked.stdout)) == []
+
+
+# -- (c) saved models load in either import order --------------------------------
+def test_a_saved_model_loads_after_import_keras_vit_in_either_order(tmp_path):
+    model = keras_vit.ViT("test/4", image_size=16, num_classes=3, qk_norm=True)
+    images = np.random.default_rng(0).random((1, 16, 16, 3), dtype="float32")
+    model.save(tmp_path / "tiny.keras")
+    np.save(tmp_path / "images.npy", images)
+    np.save(tmp_path / "out.npy", model.predict(images, verbose=0))
+    for order in ("import keras; import keras_vit", "import keras_vit; import keras"):
+        loaded = _python(
+            f"""
+            {order}
+            import numpy as np
+
+            model = keras.saving.load_model({str(tmp_path / "tiny.keras")!r})
+            out = model.predict(np.load({str(tmp_path / "images.npy")!r}), verbose=0)
+            np.testing.assert_allclose(
+                out, np.load({str(tmp_path / "out.npy")!r}), atol=1e-6)
+            print(type(model).__name__)
+            """
+        )
+        assert loaded.returncode == 0, (order, loaded.stderr[-3000:])
+        assert _last_line(loaded.stdout) == "OptimizerFirstModel", order
+
+
+# -- (d) no import cycle ---------------------------------------------------------
+def _modules() -> dict[str, pathlib.Path]:
+    modules = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return modules
+
+
+def _runs_later(node: ast.AST) -> bool:
+    """A function, or `if __name__ == "__main__":` (run as a script only)."""
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return True
+    return (
+        isinstance(node, ast.If)
+        and isinstance(node.test, ast.Compare)
+        and isinstance(node.test.left, ast.Name)
+        and node.test.left.id == "__name__"
+        and [getattr(c, "value", None) for c in node.test.comparators] == ["__main__"]
+    )
+
+
+def _imports(name: str, path: pathlib.Path, modules) -> list[tuple[str, bool]]:
+    """`(module imported, not while importing)` for each keras_vit import:
+    the second is true in a function or a `__main__` block."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    in_function = {
+        id(inner)
+        for node in ast.walk(tree)
+        if _runs_later(node)
+        for inner in ast.walk(node)
     }
-    assert lazy <= set(PACKAGES)
-    assert {"keras_vit.weights", "keras_vit.interop", "keras_vit.models.cnn"} <= lazy
+
+    def module_of(dotted):
+        while dotted not in modules:
+            dotted = dotted.rpartition(".")[0]
+        return dotted
+
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:  # relative: from the package this module is in
+                package = name.split(".")
+                if path.name != "__init__.py":
+                    package = package[:-1]
+                package = package[: len(package) - node.level + 1]
+                base = ".".join([*package, *([node.module] if node.module else [])])
+            # `from a import b`: the module `a.b` if there is one, else `a`.
+            targets = [
+                f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base
+                for alias in node.names
+            ]
+        else:
+            continue
+        for target in targets:
+            if target.split(".")[0] == "keras_vit":
+                found.append((module_of(target), id(node) in in_function))
+    return found
 
 
-@pytest.mark.parametrize("package", PACKAGES)
-def test_every_public_name_resolves_and_import_star_works(package):
-    module = importlib.import_module(package)
-    for name in module.__all__:
-        assert getattr(module, name) is not None, f"{package}.{name}"
-        assert name in dir(module)
-    namespace = {}
-    exec(f"from {package} import *", namespace)  # noqa: S102
-    assert set(module.__all__) <= set(namespace)
-    with pytest.raises(AttributeError, match="has no attribute 'no_such_name'"):
-        module.no_such_name  # noqa: B018
+def _graphs() -> tuple[dict[str, set[str]], dict[str, set[str]]]:
+    """Two graphs of keras_vit's modules.
+
+    `imports`: every import, at module level or in a function, to the module
+    it names. `load_time`: the imports that run while a module is being
+    imported (not in a function or a `__main__` block), each also to the
+    packages between `keras_vit` and the module it names (importing
+    `keras_vit.a.b.c` runs `keras_vit/a/b/__init__.py` first;
+    `keras_vit/__init__.py` always runs first of all).
+    """
+    modules = _modules()
+    imports = {name: set() for name in modules}
+    load_time = {name: set() for name in modules}
+    for name, path in modules.items():
+        for target, in_function in _imports(name, path, modules):
+            if target == name:
+                continue
+            imports[name].add(target)
+            if in_function:
+                continue
+            load_time[name].add(target)
+            parts = target.split(".")
+            for end in range(2, len(parts)):
+                package = ".".join(parts[:end])
+                if not (name + ".").startswith(package + "."):
+                    load_time[name].add(package)
+    return imports, load_time
 
 
-@pytest.mark.parametrize(
-    "module,name,instead",
-    [
-        ("keras_vit.weights", "RENAMES", "dialects.ours.RULES"),
-        ("keras_vit.weights.formats.npz", "RENAMES", "dialects.ours.RULES"),
-        ("keras_vit.weights.formats.npz", "variable_path", "checkpoint_layout"),
-        ("keras_vit.weights.formats.safetensors", "detect_layout", "dialect_of"),
-        ("keras_vit.weights.formats.safetensors", "is_big_vision", "recognizes"),
-    ],
-)
-def test_removed_names_raise_naming_their_replacement(module, name, instead):
-    with pytest.raises(AttributeError, match=f"no attribute '{name}'.*{instead}"):
-        getattr(importlib.import_module(module), name)
+def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """A cycle of `graph` as `[a, b, ..., a]`, or `None`."""
+    state = {}  # 1: on the current path, 2: done
+    path = []
+
+    def visit(node):
+        state[node] = 1
+        path.append(node)
+        for successor in sorted(graph[node]):
+            if state.get(successor) == 1:
+                return [*path[path.index(successor) :], successor]
+            if successor not in state:
+                found = visit(successor)
+                if found:
+                    return found
+        path.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(graph):
+        if node not in state:
+            found = visit(node)
+            if found:
+                return found
+    return None
 
 
-def test_reload_of_a_moved_module_works_after_an_import_by_its_old_path():
-    result = _python(
-        """
-        import importlib, warnings
-        import keras_vit
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", DeprecationWarning)
-            module = importlib.import_module("keras_vit.masked_patch")
-        assert module.__spec__.name == "keras_vit.models.masked_patch"
-        assert importlib.reload(module) is module
-        print("ok")
-        """
-    )
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == "ok"
+def test_the_import_graph_finds_imports_of_every_kind():
+    imports, load_time = _graphs()
+    # Module level, a module named by `from package import module`, a
+    # function-level import, and the package a load-time import passes.
+    assert "keras_vit.recipes.termination" in imports["keras_vit.recipes.common"]
+    assert "keras_vit.data.source" in imports["keras_vit.data.glyphs"]
+    assert "keras_vit.weights.loader" in imports["keras_vit.models.vit"]
+    assert "keras_vit.weights.loader" not in load_time["keras_vit.models.vit"]
+    assert "keras_vit.models" in load_time["keras_vit.weights.loader"]
+    assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert _cycle({"a": {"b"}, "b": set()}) is None
 
 
-@pytest.mark.parametrize("old,new", sorted(_imports.MOVED.items()))
-def test_old_module_paths_warn_and_are_the_new_module(old, new):
-    sys.modules.pop(old, None)
-    with pytest.warns(DeprecationWarning, match=f"{old} moved to {new}"):
-        module = importlib.import_module(old)
-    assert module is importlib.import_module(new)
-
-
-def test_old_names_work_as_attributes_and_from_imports_with_a_warning():
-    sys.modules.pop("keras_vit.masked_patch", None)
-    vars(keras_vit).pop("masked_patch", None)
-    with pytest.warns(DeprecationWarning, match="keras_vit.models.masked_patch"):
-        model_builder = keras_vit.masked_patch.masked_patch_model
-    assert model_builder is keras_vit.models.masked_patch_model
-    sys.modules.pop("keras_vit.training.atomic", None)
-    training = importlib.import_module("keras_vit.training")
-    vars(training).pop("atomic", None)
-    with pytest.warns(DeprecationWarning, match="keras_vit.atomic"):
-        from keras_vit.training import atomic
-    assert atomic is importlib.import_module("keras_vit.atomic")
-
-
-def test_unknown_module_names_are_not_answered():
-    with pytest.raises(ModuleNotFoundError):
-        importlib.import_module("keras_vit.training.no_such_module")
+def test_keras_vit_modules_import_each_other_without_cycles():
+    imports, load_time = _graphs()
+    assert _cycle(imports) is None, " -> ".join(_cycle(imports))
+    assert _cycle(load_time) is None, " -> ".join(_cycle(load_time))

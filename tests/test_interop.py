@@ -197,7 +197,7 @@ def test_missing_keras_hub_names_the_extra(monkeypatch):
 
     monkeypatch.setattr(builtins, "__import__", no_keras_hub)
     model = keras_vit.ViT("test/4", image_size=16, num_classes=3)
-    with pytest.raises(ImportError, match=r"keras_vit\[keras_hub\]"):
+    with pytest.raises(ImportError, match=r"pip install \"keras-hub>=0\.32\"$"):
         to_keras_hub(model)
 
 

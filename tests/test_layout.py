@@ -133,6 +133,8 @@ _NOT_LAYER_NAMES = {
     ("keras_vit/models/options.py", "fc_norm"),
     # A word of a refusal message ("fc_norm" has no keras-hub counterpart).
     ("keras_vit/interop/keras_hub.py", "fc_norm"),
+    # The encoder option, in the differences an init_from file is told by.
+    ("keras_vit/recipes/train.py", "fc_norm"),
 }
 
 

@@ -342,11 +342,11 @@ def test_a_build_instruction_on_a_record_is_refused(tmp_path, tensor, dict_state
 @pytest.mark.parametrize(
     "offset, stride, message",
     [
-        (0, -1, r"a tensor with offset 0, size \(4,\) and stride \(-1,\)"),
-        (-2, 1, r"a tensor with offset -2"),
-        (1, 1, r"reads elements 1 to 4 of a storage of 4"),
-        (100, 1, r"reads elements 100 to 103 of a storage of 4"),
-        (0, 2, r"reads elements 0 to 6 of a storage of 4"),
+        (0, -1, r"tensor 'w' has offset 0, size \(4,\) and stride \(-1,\)"),
+        (-2, 1, r"tensor 'w' has offset -2"),
+        (1, 1, r"'w' of size \(4,\), stride \(1,\) and offset 1 reads elements 1 to 4"),
+        (100, 1, r"reads elements 100 to 103 of a storage of 4 elements"),
+        (0, 2, r"reads elements 0 to 6 of a storage of 4 elements"),
     ],
 )
 def test_a_tensor_outside_its_storage_is_refused(tmp_path, offset, stride, message):
@@ -361,14 +361,125 @@ def test_a_tensor_outside_its_storage_is_refused(tmp_path, offset, stride, messa
     "offset, size, stride",
     [(0, (4,), (-1,)), (-1, (2,), (1,)), (4, (1,), (0,)), (0, (2, 2), (1,))],
 )
-def test_the_layout_is_checked_again_where_the_storage_is_read(offset, size, stride):
-    # A record made past the unpickler's checks is still never read outside
-    # its storage.
+def test_the_layout_is_checked_where_the_storage_is_read(offset, size, stride):
+    # A record made past the unpickler is still never read outside its
+    # storage.
     storage = torch_file._StorageRef("0", np.dtype("<f4"), 4)
     ref = torch_file._TensorRef(storage, offset, size, stride)
     base = np.arange(4, dtype="<f4")
-    with pytest.raises(CheckpointError, match="corrupt"):
-        torch_file._tensor(ref, base, "made.pth")
+    with pytest.raises(CheckpointError, match="tensor 'w' .*corrupt"):
+        torch_file._tensor(ref, base, "made.pth", "w")
+
+
+def _number(value: int) -> bytes:
+    if -(1 << 31) <= value < 1 << 31:
+        return _int(value)
+    data = value.to_bytes((value.bit_length() + 8) // 8, "little", signed=True)
+    return b"\x8a" + bytes([len(data)]) + data  # LONG1
+
+
+def _view(size, stride, offset=0) -> bytes:
+    """A tensor of any layout on the storage "0" (4 float32s)."""
+    arguments = (
+        _storage() + _number(offset)
+        + b"(" + b"".join(map(_number, size)) + b"t"
+        + b"(" + b"".join(map(_number, stride)) + b"t"
+        + b"\x89ccollections\nOrderedDict\n)R"
+    )  # fmt: skip
+    return b"ctorch._utils\n_rebuild_tensor_v2\n(" + arguments + b"tR"
+
+
+def _torch_zip_of(path, tensors: dict[str, bytes], under: str | None = None):
+    """A zip-format file of `OrderedDict(tensors)`, optionally as `{under: it}`."""
+    items = b"".join(_text(name) + tensor for name, tensor in tensors.items())
+    state = b"ccollections\nOrderedDict\n)R(" + items + b"u"  # MARK ... SETITEMS
+    if under is not None:
+        state = b"}" + _text(under) + state + b"s"
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("archive/data.pkl", b"\x80\x02" + state + b".")
+        archive.writestr("archive/data/0", np.arange(4, dtype="<f4").tobytes())
+        archive.writestr("archive/version", "3\n")
+
+
+@pytest.mark.parametrize(
+    "size, stride, message",
+    [
+        # A 1.6 KB file that asked for 3.64 TiB.
+        ((10**12,), (0,), r"'w' of size \(1000000000000,\), stride \(0,\) and "
+         r"offset 0 repeats the elements of a storage of 4 elements into "
+         r"1000000000000 \(4000000000000 bytes\), past the 64 MiB"),
+        ((10**8,), (0,), r"'w' .* into 100000000 \(400000000 bytes\), past the 64 MiB"),
+        ((4, 10**7), (1, 0), r"'w' .*into 40000000 \(160000000 bytes\)"),
+        ((-1,), (1,), r"tensor 'w' has offset 0, size \(-1,\) and stride \(1,\)"),
+        ((1 << 63,), (0,), r"tensor 'w' has offset 0, size \(9223372036854775808,\)"),
+        ((1,), (1 << 64,), r"tensor 'w' has .* stride \(18446744073709551616,\)"),
+        ((0, 1 << 62), (1, 1), r"'w' of size \(0, 4611686018427387904\).* is not an "
+         r"array NumPy can hold"),
+        ((1,) * 65, (1,) * 65, r"'w' of size \(1, 1, .* not an array NumPy can hold"),
+    ],
+    ids=["3.64 TiB", "400 MB", "160 MB", "negative size", "int64 size",
+         "int64 stride", "too big if empty", "65 dimensions"],
+)  # fmt: skip
+def test_a_view_past_what_its_storage_holds_is_refused(tmp_path, size, stride, message):
+    path = tmp_path / "view.pth"
+    _torch_zip_of(path, {"w": _view(size, stride)})
+    assert path.stat().st_size < 2000
+    for read in (torch_file.read_torch_file, torch_file.read_state_dict):
+        with pytest.raises(CheckpointError, match=message) as info:
+            read(path)
+        assert "\n" not in str(info.value) and "corrupt" in str(info.value)
+    model = vit_model()
+    before = [w.numpy().copy() for w in model.weights]
+    with pytest.raises(CheckpointError, match=message):
+        keras_vit.load_weights(model, path)
+    for value, weight in zip(before, model.weights, strict=True):
+        np.testing.assert_array_equal(value, weight.numpy())
+
+
+def test_a_refused_view_is_named_by_its_keys_from_the_top(tmp_path):
+    path = tmp_path / "nested.pth"
+    _torch_zip_of(path, {"ok": _view((4,), (1,)), "w": _view((10**9,), (0,))}, "model")
+    with pytest.raises(CheckpointError, match=r"tensor 'model/w' of size"):
+        torch_file.read_torch_file(path)
+    with pytest.raises(CheckpointError, match=r"tensor 'w' of size"):
+        torch_file.read_state_dict(path, key="model")
+
+
+@pytest.mark.parametrize(
+    "size, stride, expected",
+    [
+        # `torch.arange(4).expand(1, -1)`, as transformers' `position_ids`.
+        ((1, 4), (0, 1), [[0, 1, 2, 3]]),
+        ((3, 2), (0, 1), [[0, 1]] * 3),  # a small broadcast
+        ((2, 2), (1, 2), [[0, 2], [1, 3]]),  # a transposed view
+        ((3,), (1,), [0, 1, 2]),
+        ((1, 2), (1 << 62, 2), [[0, 2]]),  # a size-1 dimension, any stride
+        ((0, 5), (5, 1), np.zeros((0, 5))),
+    ],
+)
+def test_views_that_torch_save_writes_read_as_their_elements(
+    tmp_path, size, stride, expected
+):
+    path = tmp_path / "views.pth"
+    _torch_zip_of(path, {"w": _view(size, stride)})
+    state = torch_file.read_state_dict(path)
+    np.testing.assert_array_equal(state["w"], np.asarray(expected, "float32"))
+    assert state["w"].shape == size and state["w"].flags.writeable
+
+
+def test_repeating_views_share_one_allowance_per_file(tmp_path):
+    # 16 MiB each: four fit in the 64 MiB a file's repeating views may hold,
+    # five do not; the allowance is the file's, not the process's.
+    view = _view((4, 1 << 20), (1, 0))
+    fits, beyond = tmp_path / "four.pth", tmp_path / "five.pth"
+    _torch_zip_of(fits, {f"w{i}": view for i in range(4)})
+    _torch_zip_of(beyond, {f"w{i}": view for i in range(5)})
+    for _ in range(2):
+        state = torch_file.read_state_dict(fits)
+        assert len(state) == 4 and state["w3"].shape == (4, 1 << 20)
+        np.testing.assert_array_equal(state["w3"][:, -1], [0, 1, 2, 3])
+    with pytest.raises(CheckpointError, match=r"tensor 'w4' .* past the 64 MiB"):
+        torch_file.read_state_dict(beyond)
 
 
 # --------------------------------------------------------------------------

@@ -202,13 +202,21 @@ def test_finetune_starts_from_our_checkpoints_at_a_higher_resolution(tmp_path):
         result = train.run(config)
     assert np.isfinite(result["history"]["val_loss"]).all()
 
-    # A file of another architecture is refused in one line, before training.
+    # A file of another architecture is refused before training: the first
+    # line gives the overrides that fit it, the next ones what differs, then
+    # the keys and shapes.
     config = _tiny(
         "digits", tmp_path, f"init_from='{tmp_path / 'pre.keras'}'", "variant=test/8"
     )
     with pytest.raises(base.ConfigError) as caught:
         train.run(config)
-    assert "\n" not in str(caught.value)
+    first, *rest = str(caught.value).splitlines()
+    assert first.endswith(
+        "to fine-tune from it: --set encoder.class_token=true "
+        "--set encoder.pooling=token --set variant=test/4"
+    ), first
+    assert "- class token: the file has one, the config's encoder has none" in rest
+    assert "- patch size: the file's 4x4, the config's 8x8 (variant 'test/8')" in rest
 
 
 class _Interrupt(keras.callbacks.Callback):

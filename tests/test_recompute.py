@@ -8,8 +8,6 @@ otherwise merge it with the forward ops and keep their outputs alive, which
 is what `keras_vit.layers.custom_grads.after` prevents).
 """
 
-import importlib
-import sys
 from unittest import mock
 
 import keras
@@ -80,7 +78,10 @@ def test_attention_gradients_equal_the_stored_probabilities_path(policy):
     with layers.fused_attention(False):
         recomputed = _gradients(layer, x, training=True)
         stored = _gradients(layer, x, training=False)
-    tolerance = 1e-6 if policy == "float32" else 1e-2
+    # bfloat16 keeps 8 significant bits: 2e-2 of the largest gradient is two
+    # units in its last place, the rounding that differs between CPUs with
+    # bfloat16 instructions and those without (AVX2).
+    tolerance = 1e-6 if policy == "float32" else 2e-2
     for got, want in zip(recomputed, stored, strict=True):
         np.testing.assert_allclose(got, want, atol=tolerance * np.abs(want).max())
 
@@ -125,15 +126,6 @@ def test_graph_optimizer_keeps_the_recomputation_apart():
     assert counts.get("Erf", 0) == 2, counts
     assert sum(merged.get(k, 0) for k in softmax) == 1, merged
     assert merged.get("Erf", 0) == 1, merged
-
-
-def test_old_recompute_module_warns_and_gives_the_same_functions():
-    sys.modules.pop("keras_vit.layers.recompute", None)
-    with pytest.warns(
-        DeprecationWarning, match="moved to keras_vit.layers.custom_grads"
-    ):
-        old = importlib.import_module("keras_vit.layers.recompute")
-    assert (old.after, old.tied_zero) == (custom_grads.after, custom_grads.tied_zero)
 
 
 def test_ties_are_zero_even_for_a_nan_or_infinite_gradient():
@@ -230,7 +222,10 @@ def test_block_gradients_with_and_without_recomputed_activations(policy):
         with layers.recompute_activations(False):
             kept = _gradients(block, x, training=True)
         assert fused.call_count == 1
-    tolerance = 1e-6 if policy == "float32" else 1e-2
+    # bfloat16 keeps 8 significant bits: 2e-2 of the largest gradient is two
+    # units in its last place, the rounding that differs between CPUs with
+    # bfloat16 instructions and those without (AVX2).
+    tolerance = 1e-6 if policy == "float32" else 2e-2
     for got, want in zip(recomputed, kept, strict=True):
         np.testing.assert_allclose(got, want, atol=tolerance * np.abs(want).max())
 

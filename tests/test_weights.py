@@ -619,30 +619,6 @@ def test_the_rule_engine_follows_the_keys_and_names_what_it_cannot_convert():
     np.testing.assert_array_equal(params[f"{attention}/value/bias"], [4.0, 5.0])
 
 
-def test_old_weights_module_paths_and_names_still_work_with_a_warning(tiny):
-    import importlib
-    import sys
-
-    from keras_vit.weights.dialects import ours
-
-    for old in ("keras_vit.weights.npz", "keras_vit.weights.safetensors"):
-        sys.modules.pop(old, None)
-    with pytest.warns(DeprecationWarning, match="keras_vit.weights.formats.npz"):
-        npz = importlib.import_module("keras_vit.weights.npz")
-    with pytest.warns(DeprecationWarning, match="dialects.ours.checkpoint_layout"):
-        layout, unmapped = npz.checkpoint_layout(tiny)
-    assert (layout, unmapped) == ours.checkpoint_layout(tiny)
-    with pytest.warns(DeprecationWarning, match="keys.POSEMB_KEY"):
-        assert npz.POSEMB_KEY == "Transformer/posembed_input/pos_embedding"
-    assert npz.read_npz is keras_vit.weights.read_npz  # not moved: no warning
-    with pytest.warns(DeprecationWarning, match="formats.safetensors"):
-        safetensors = importlib.import_module("keras_vit.weights.safetensors")
-    with pytest.warns(DeprecationWarning, match="checkpoint.to_original_layout"):
-        assert safetensors.to_original_layout is keras_vit.weights.to_original_layout
-    with pytest.raises(AttributeError, match="no attribute 'variable_path'"):
-        npz.variable_path  # noqa: B018
-
-
 @pytest.mark.parametrize(
     "adapt, message",
     [

@@ -47,50 +47,94 @@ distances = analysis.attention_distances(model, images)  # (depth, heads)
 ```
 """
 
-from keras_vit import _imports
+from keras_vit.analysis import fewshot
+from keras_vit.analysis import parkkim
+from keras_vit.analysis import plotting
+from keras_vit.analysis import plotting_compare
+from keras_vit.analysis._maps import FeatureMaps
+from keras_vit.analysis._maps import model_family
+from keras_vit.analysis._walk import token_layout
+from keras_vit.analysis.attention import attention_weights
+from keras_vit.analysis.attention import iter_attention_weights
+from keras_vit.analysis.depth import depth_statistics
+from keras_vit.analysis.depth import map_variance
+from keras_vit.analysis.distance import attention_distances
+from keras_vit.analysis.distance import mean_attention_distance
+from keras_vit.analysis.distance import patch_distances
+from keras_vit.analysis.filters import PrincipalComponents
+from keras_vit.analysis.filters import components_as_rgb
+from keras_vit.analysis.filters import embedding_filters
+from keras_vit.analysis.fourier import diagonal_frequencies
+from keras_vit.analysis.fourier import feature_map_frequencies
+from keras_vit.analysis.fourier import high_frequency_log_amplitude
+from keras_vit.analysis.fourier import log_amplitude_spectrum
+from keras_vit.analysis.fourier import relative_log_amplitude
+from keras_vit.analysis.hessian import hessian_eigenvalues
+from keras_vit.analysis.hessian import hessian_spectrum
+from keras_vit.analysis.hessian import l2_term
+from keras_vit.analysis.landscape import filter_normalized_directions
+from keras_vit.analysis.landscape import loss_landscape
+from keras_vit.analysis.landscape import read_landscape_csv
+from keras_vit.analysis.landscape import write_landscape_csv
+from keras_vit.analysis.noise import band_limited_noise
+from keras_vit.analysis.noise import frequency_bands
+from keras_vit.analysis.noise import noise_robustness
+from keras_vit.analysis.noise import sign_band_noise
+from keras_vit.analysis.noise import square_annulus_mask
+from keras_vit.analysis.position_similarity import position_embedding_similarity
+from keras_vit.analysis.position_similarity import similarity_grid
+from keras_vit.analysis.rollout import attention_rollout
+from keras_vit.analysis.rollout import attention_rollout_maps
+from keras_vit.analysis.rollout import output_token_map
+from keras_vit.analysis.rollout import overlay
+from keras_vit.analysis.rollout import to_image_space
+from keras_vit.analysis.window_distance import alternet_attention_distances
+from keras_vit.analysis.window_distance import attention_distance_by_depth
+from keras_vit.analysis.window_distance import window_attention_distance
 
-_EXPORTS = {
-    "alternet_attention_distances": "keras_vit.analysis.window_distance",
-    "attention_distance_by_depth": "keras_vit.analysis.window_distance",
-    "attention_distances": "keras_vit.analysis.distance",
-    "attention_rollout": "keras_vit.analysis.rollout",
-    "attention_rollout_maps": "keras_vit.analysis.rollout",
-    "attention_weights": "keras_vit.analysis.attention",
-    "band_limited_noise": "keras_vit.analysis.noise",
-    "components_as_rgb": "keras_vit.analysis.filters",
-    "depth_statistics": "keras_vit.analysis.depth",
-    "diagonal_frequencies": "keras_vit.analysis.fourier",
-    "embedding_filters": "keras_vit.analysis.filters",
-    "feature_map_frequencies": "keras_vit.analysis.fourier",
-    "FeatureMaps": "keras_vit.analysis._maps",
-    "filter_normalized_directions": "keras_vit.analysis.landscape",
-    "frequency_bands": "keras_vit.analysis.noise",
-    "hessian_eigenvalues": "keras_vit.analysis.hessian",
-    "hessian_spectrum": "keras_vit.analysis.hessian",
-    "high_frequency_log_amplitude": "keras_vit.analysis.fourier",
-    "iter_attention_weights": "keras_vit.analysis.attention",
-    "l2_term": "keras_vit.analysis.hessian",
-    "log_amplitude_spectrum": "keras_vit.analysis.fourier",
-    "loss_landscape": "keras_vit.analysis.landscape",
-    "map_variance": "keras_vit.analysis.depth",
-    "mean_attention_distance": "keras_vit.analysis.distance",
-    "model_family": "keras_vit.analysis._maps",
-    "noise_robustness": "keras_vit.analysis.noise",
-    "output_token_map": "keras_vit.analysis.rollout",
-    "overlay": "keras_vit.analysis.rollout",
-    "patch_distances": "keras_vit.analysis.distance",
-    "position_embedding_similarity": "keras_vit.analysis.position_similarity",
-    "PrincipalComponents": "keras_vit.analysis.filters",
-    "read_landscape_csv": "keras_vit.analysis.landscape",
-    "relative_log_amplitude": "keras_vit.analysis.fourier",
-    "sign_band_noise": "keras_vit.analysis.noise",
-    "similarity_grid": "keras_vit.analysis.position_similarity",
-    "square_annulus_mask": "keras_vit.analysis.noise",
-    "to_image_space": "keras_vit.analysis.rollout",
-    "token_layout": "keras_vit.analysis._walk",
-    "window_attention_distance": "keras_vit.analysis.window_distance",
-    "write_landscape_csv": "keras_vit.analysis.landscape",
-}
-
-__all__ = sorted(_EXPORTS)
-__getattr__, __dir__ = _imports.lazy_exports(__name__, _EXPORTS)
+__all__ = [
+    "alternet_attention_distances",
+    "attention_distance_by_depth",
+    "attention_distances",
+    "attention_rollout",
+    "attention_rollout_maps",
+    "attention_weights",
+    "band_limited_noise",
+    "components_as_rgb",
+    "depth_statistics",
+    "diagonal_frequencies",
+    "embedding_filters",
+    "feature_map_frequencies",
+    "FeatureMaps",
+    "fewshot",
+    "filter_normalized_directions",
+    "frequency_bands",
+    "hessian_eigenvalues",
+    "hessian_spectrum",
+    "high_frequency_log_amplitude",
+    "iter_attention_weights",
+    "l2_term",
+    "log_amplitude_spectrum",
+    "loss_landscape",
+    "map_variance",
+    "mean_attention_distance",
+    "model_family",
+    "noise_robustness",
+    "output_token_map",
+    "overlay",
+    "parkkim",
+    "patch_distances",
+    "plotting",
+    "plotting_compare",
+    "position_embedding_similarity",
+    "PrincipalComponents",
+    "read_landscape_csv",
+    "relative_log_amplitude",
+    "sign_band_noise",
+    "similarity_grid",
+    "square_annulus_mask",
+    "to_image_space",
+    "token_layout",
+    "window_attention_distance",
+    "write_landscape_csv",
+]

@@ -24,7 +24,7 @@ from keras_vit.analysis._walk import BlockWalker
 from keras_vit.analysis._walk import batch_slices
 from keras_vit.analysis._walk import check_images
 from keras_vit.analysis._walk import resolve_blocks
-from keras_vit.layers.utils import to_pair
+from keras_vit.utils import to_pair
 
 
 def patch_distances(

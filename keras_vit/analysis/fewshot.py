@@ -37,6 +37,9 @@ from collections.abc import Sequence
 import keras
 import numpy as np
 
+from keras_vit.data.datasets import check_disjoint
+from keras_vit.data.datasets import load_source
+from keras_vit.data.pipeline import eval_dataset
 from keras_vit.models.features import feature_extractor
 
 SHOTS = (1, 5, 10, 25)
@@ -632,9 +635,7 @@ def few_shot_pools(
 
     import numpy as np
 
-    from keras_vit import data
-
-    train_source = data.load_source(dataset, train_split, data_dir)
+    train_source = load_source(dataset, train_split, data_dir)
     labels = source_labels(train_source)
     draws = [sample_shots(labels, shots, seed + t) for t in range(trials)]
     used = np.unique(np.concatenate([i for draw in draws for i in draw.values()]))
@@ -642,14 +643,14 @@ def few_shot_pools(
     options = dict(
         image_size=image_size, global_batch_size=batch_size, channels=channels
     )
-    train = data.eval_dataset(select(train_source, used), **options)
-    test_source = data.load_source(dataset, test_split, data_dir)
-    data.check_disjoint(train_source, test_source)  # No test image drawn as a shot.
+    train = eval_dataset(select(train_source, used), **options)
+    test_source = load_source(dataset, test_split, data_dir)
+    check_disjoint(train_source, test_source)  # No test image drawn as a shot.
     if max_test_examples:
         test_source = dataclasses.replace(
             test_source,
             dataset=test_source.dataset.take(max_test_examples),
             num_examples=min(max_test_examples, test_source.num_examples),
         )
-    test = data.eval_dataset(test_source, **options)
+    test = eval_dataset(test_source, **options)
     return train, test, subsets

@@ -54,6 +54,8 @@ from collections.abc import Iterable
 import keras
 import numpy as np
 
+from keras_vit import atomic
+from keras_vit.analysis.hessian import default_loss
 from keras_vit.models import layout as names
 
 COLUMNS = (
@@ -379,8 +381,6 @@ def loss_landscape(
     write_landscape_csv(result, "landscape.csv")
     ```
     """
-    from keras_vit.analysis.hessian import default_loss
-
     loss = loss or default_loss
     xs, ys = _grid(x, "x"), _grid(y, "y")
     weight_decay = float(weight_decay)
@@ -524,8 +524,6 @@ def write_landscape_csv(result: dict, path: str, header: bool = False) -> str:
     Returns:
         `path`.
     """
-    from keras_vit import atomic
-
     rows = np.asarray(result["rows"], dtype="float64")
     if rows.ndim != 2 or rows.shape[1] != len(COLUMNS):
         raise ValueError(

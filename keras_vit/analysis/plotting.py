@@ -1,6 +1,6 @@
 """Matplotlib figures for the analyses, each with a caption.
 
-Needs matplotlib (`pip install "keras_vit[viz]"`). Figures are built on
+Needs matplotlib (`pip install matplotlib`). Figures are built on
 `matplotlib.figure.Figure` with the Agg canvas: no pyplot state, no display.
 Every `plot_*` function returns a `CaptionedFigure`: the figure, with its
 caption drawn under the plot, and the caption text (for TensorBoard or a
@@ -23,6 +23,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from keras_vit import atomic
 from keras_vit.analysis.filters import PrincipalComponents
 from keras_vit.analysis.filters import components_as_rgb
 from keras_vit.analysis.position_similarity import similarity_grid
@@ -50,7 +51,7 @@ def _matplotlib():
         from matplotlib.figure import Figure
     except ImportError:
         raise ImportError(
-            'keras_vit.analysis.plotting needs matplotlib: pip install "keras_vit[viz]"'
+            "keras_vit.analysis.plotting needs matplotlib: pip install matplotlib"
         ) from None
     return Figure, FigureCanvasAgg
 
@@ -93,7 +94,6 @@ def save_figure(result: CaptionedFigure, path: str, dpi: int = 100) -> str:
     Returns:
         `path`.
     """
-    from keras_vit import atomic
 
     def write(partial):
         result.figure.savefig(

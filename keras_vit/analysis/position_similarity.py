@@ -13,8 +13,8 @@ import keras
 import numpy as np
 
 from keras_vit.analysis._walk import to_numpy
-from keras_vit.layers.utils import to_pair
 from keras_vit.models.layout import ViTLayout
+from keras_vit.utils import to_pair
 
 
 def _embedding_table(source, grid_size, num_prefix_tokens):

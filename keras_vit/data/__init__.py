@@ -24,31 +24,48 @@ dataset = data.train_dataset(
 ```
 """
 
-from keras_vit import _imports
+from keras_vit.data.augment import Augmentation
+from keras_vit.data.augment import BatchMixer
+from keras_vit.data.augment import inception_crop
+from keras_vit.data.augment import train_transform
+from keras_vit.data.datasets import DatasetError
+from keras_vit.data.datasets import ImageSource
+from keras_vit.data.datasets import check_disjoint
+from keras_vit.data.datasets import digits
+from keras_vit.data.datasets import image_folder
+from keras_vit.data.datasets import load_source
+from keras_vit.data.datasets import parse_split
+from keras_vit.data.datasets import tfds_source
+from keras_vit.data.pipeline import eval_dataset
+from keras_vit.data.pipeline import full_batches
+from keras_vit.data.pipeline import per_replica_batch_size
+from keras_vit.data.pipeline import train_dataset
+from keras_vit.data.randaugment import RANDAUGMENT_OPS
+from keras_vit.data.randaugment import RandAugment
+from keras_vit.data.transforms import decode_image
+from keras_vit.data.transforms import eval_resize
+from keras_vit.data.transforms import to_model_range
 
-_EXPORTS = {
-    "Augmentation": "keras_vit.data.augment",
-    "BatchMixer": "keras_vit.data.augment",
-    "check_disjoint": "keras_vit.data.datasets",
-    "DatasetError": "keras_vit.data.datasets",
-    "decode_image": "keras_vit.data.transforms",
-    "digits": "keras_vit.data.datasets",
-    "eval_dataset": "keras_vit.data.pipeline",
-    "eval_resize": "keras_vit.data.transforms",
-    "full_batches": "keras_vit.data.pipeline",
-    "image_folder": "keras_vit.data.datasets",
-    "ImageSource": "keras_vit.data.datasets",
-    "inception_crop": "keras_vit.data.augment",
-    "load_source": "keras_vit.data.datasets",
-    "parse_split": "keras_vit.data.datasets",
-    "per_replica_batch_size": "keras_vit.data.pipeline",
-    "RandAugment": "keras_vit.data.randaugment",
-    "RANDAUGMENT_OPS": "keras_vit.data.randaugment",
-    "tfds_source": "keras_vit.data.datasets",
-    "to_model_range": "keras_vit.data.transforms",
-    "train_dataset": "keras_vit.data.pipeline",
-    "train_transform": "keras_vit.data.augment",
-}
-
-__all__ = sorted(_EXPORTS)
-__getattr__, __dir__ = _imports.lazy_exports(__name__, _EXPORTS)
+__all__ = [
+    "Augmentation",
+    "BatchMixer",
+    "DatasetError",
+    "ImageSource",
+    "RANDAUGMENT_OPS",
+    "RandAugment",
+    "check_disjoint",
+    "decode_image",
+    "digits",
+    "eval_dataset",
+    "eval_resize",
+    "full_batches",
+    "image_folder",
+    "inception_crop",
+    "load_source",
+    "parse_split",
+    "per_replica_batch_size",
+    "tfds_source",
+    "to_model_range",
+    "train_dataset",
+    "train_transform",
+]

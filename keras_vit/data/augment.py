@@ -24,7 +24,7 @@ import numbers
 import keras
 import tensorflow as tf
 
-from keras_vit.layers.utils import to_pair
+from keras_vit.utils import to_pair
 
 
 @dataclasses.dataclass(frozen=True)

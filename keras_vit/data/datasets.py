@@ -20,7 +20,8 @@ Dataset names understood by `load_source`:
   in split sub-folders (`PATH/train/<class>/`, `PATH/test/<class>/`).
   Every split numbers its classes as the `train` split does, by name.
   Files that are not images TensorFlow decodes are skipped and listed
-  (`source.skipped`).
+  (`source.skipped`). `PATH` may be a URL (`folder:gs://bucket/flowers`)
+  of any file system `tf.io.gfile` has (`keras_vit.paths`).
 - anything else, optionally prefixed `"tfds:"`: a TensorFlow Datasets name
   such as `"cifar10"`, `"oxford_iiit_pet"` or `"imagenet2012"`, read from the
   user's `data_dir`. A dataset that is not prepared there fails at once
@@ -52,17 +53,22 @@ Splits never overlap silently:
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import logging
 import os
-import re
 import shutil
 import socket
 import threading
 
 import numpy as np
 import tensorflow as tf
+
+from keras_vit import paths
+from keras_vit.data.glyphs import glyphs
+from keras_vit.data.source import ImageSource
+from keras_vit.data.source import check_percentages
+from keras_vit.data.source import parse_split
+from keras_vit.data.source import slice_index
 
 logger = logging.getLogger(__name__)
 
@@ -87,8 +93,6 @@ _DECODABLE_FORMATS = frozenset({"BMP", "GIF", "JPEG", "PNG", "WEBP"})
 _PROBE_ADDRESS = ("storage.googleapis.com", 443)
 _PROBE_TIMEOUT_S = 3.0
 
-_SPLIT_PATTERN = re.compile(r"^(\w+)(?:\[(-?\d*)(%?):(-?\d*)(%?)\])?$")
-
 
 class DatasetError(ValueError, RuntimeError):
     """A dataset that cannot be read: unknown, not prepared and impossible to
@@ -98,44 +102,6 @@ class DatasetError(ValueError, RuntimeError):
     `ValueError` like every other bad dataset argument (the commands answer
     those in one line, `error: ...`).
     """
-
-
-@dataclasses.dataclass(frozen=True)
-class ImageSource:
-    """A labelled collection of images, before any preprocessing.
-
-    Attributes:
-        dataset: Elements `(image, label)`: `image` is `uint8 (height, width,
-            channels)`, or a scalar `tf.string` of encoded bytes when
-            `encoded`; `label` is an `int64` scalar. The order is fixed.
-        num_examples: Number of elements.
-        num_classes: Number of classes.
-        class_names: One name per class index.
-        encoded: Whether images are encoded bytes still to be decoded.
-        may_fail_to_decode: Whether some images may not decode (files from
-            a folder): `train_dataset` then replaces those, `eval_dataset`
-            fails on them.
-        skipped: Files left out, by path, each listed once: the split's
-            unreadable images, and the files of its class folders that are
-            not images of a format TensorFlow decodes (listed by every
-            slice of the split).
-        name: A short description, e.g. `"digits:train"`.
-        files: The examples' identities in the dataset's order: file paths
-            for folders, `"digits#<index>"` for the digits; `None` for TFDS.
-        ranges: For TFDS, the examples as `(dataset, split, start, stop)`
-            index ranges; empty when TFDS records no split sizes.
-    """
-
-    dataset: tf.data.Dataset
-    num_examples: int
-    num_classes: int
-    class_names: tuple[str, ...]
-    encoded: bool = False
-    may_fail_to_decode: bool = False
-    skipped: tuple[str, ...] = ()
-    name: str = ""
-    files: tuple[str, ...] | None = None
-    ranges: tuple[tuple[str, str, int, int], ...] = ()
 
 
 def load_source(
@@ -175,8 +141,6 @@ def load_source(
     if dataset == "digits":
         return digits(split)
     if dataset == "glyphs":
-        from keras_vit.data.glyphs import glyphs
-
         return glyphs(split)
     if dataset.startswith("folder:"):
         return image_folder(dataset[len("folder:") :], split, split_seed=split_seed)
@@ -215,7 +179,7 @@ def digits(split: str = "train") -> ImageSource:
             f"Unknown digits split {split!r}. Known splits: {sorted(parts)}, "
             "with an optional slice such as 'train[:90%]'."
         )
-    index = _slice(parts[base], start, stop, split)
+    index = slice_index(parts[base], start, stop, split)
     dataset = tf.data.Dataset.from_tensor_slices((images[index], labels[index]))
     return ImageSource(
         dataset=dataset,
@@ -286,7 +250,8 @@ def image_folder(
     ```
     """
     base, start, stop = parse_split(split)
-    if not os.path.isdir(directory):
+    directory = paths.normalize(directory)
+    if not paths.isdir(directory):
         raise ValueError(f"Image folder {directory!r} does not exist.")
     root = _split_root(directory, base, split)
     own_classes = _class_folders(root)
@@ -299,16 +264,18 @@ def image_folder(
     _check_no_empty_class(root, split, images, others)
     class_names = _training_classes(directory, root, split, own_classes)
     label_of = {name: index for index, name in enumerate(class_names)}
-    paths = [path for name in own_classes for path in images[name]]
+    image_paths = [path for name in own_classes for path in images[name]]
     labels = [label_of[name] for name in own_classes for _ in images[name]]
-    index = np.arange(len(paths))
+    index = np.arange(len(image_paths))
     if start is not None or stop is not None:
-        index = np.random.default_rng(int(split_seed)).permutation(len(paths))
-        index = _slice(index, start, stop, split)
+        index = np.random.default_rng(int(split_seed)).permutation(len(image_paths))
+        index = slice_index(index, start, stop, split)
     skipped = []
     if validate:
-        readable = [_is_readable_image(paths[i]) for i in index]
-        skipped = [paths[i] for i, ok in zip(index, readable, strict=True) if not ok]
+        readable = [_is_readable_image(image_paths[i]) for i in index]
+        skipped = [
+            image_paths[i] for i, ok in zip(index, readable, strict=True) if not ok
+        ]
         index = index[np.asarray(readable, bool)]
         found = {class_names[labels[i]] for i in index}
         _check_readable_classes(root, split, images, found)
@@ -316,7 +283,7 @@ def image_folder(
     _report_skipped(root, skipped)
     if len(index) == 0:
         raise ValueError(f"No readable images in split {split!r} of {root!r}.")
-    files = np.asarray(paths)[index]
+    files = np.asarray(image_paths)[index]
     dataset = tf.data.Dataset.from_tensor_slices(
         (files, np.asarray(labels, np.int64)[index])
     ).map(lambda path, label: (tf.io.read_file(path), label))
@@ -336,10 +303,10 @@ def image_folder(
 def _split_root(directory: str, base: str, split: str) -> str:
     """The folder that holds `split`'s class sub-folders."""
     root = os.path.join(directory, base)
-    if os.path.isdir(root):
+    if paths.isdir(root):
         return root
     splits = [
-        name for name in SPLIT_FOLDERS if os.path.isdir(os.path.join(directory, name))
+        name for name in SPLIT_FOLDERS if paths.isdir(os.path.join(directory, name))
     ]
     if base == "train" and not splits:
         return directory  # A plain class-per-folder dataset: all of it is "train".
@@ -352,6 +319,8 @@ def _split_root(directory: str, base: str, split: str) -> str:
 
 
 def _class_folders(root: str) -> list[str]:
+    if paths.is_url(root):
+        return [n for n in paths.listdir(root) if paths.isdir(os.path.join(root, n))]
     return sorted(entry.name for entry in os.scandir(root) if entry.is_dir())
 
 
@@ -370,7 +339,7 @@ def _training_classes(
     train_root = os.path.join(directory, "train")
     if os.path.abspath(root) == os.path.abspath(train_root):
         return own_classes
-    if not os.path.isdir(train_root):
+    if not paths.isdir(train_root):
         return own_classes  # A single-split folder, or one without train/.
     reference = _class_folders(train_root)
     if reference == own_classes or not reference:
@@ -410,7 +379,7 @@ def _list_class_files(root: str, class_names: list[str]):
     images, others = {}, {}
     for class_name in class_names:
         found, other = images[class_name], others[class_name] = [], []
-        for dirpath, dirnames, filenames in os.walk(os.path.join(root, class_name)):
+        for dirpath, dirnames, filenames in paths.walk(os.path.join(root, class_name)):
             dirnames.sort()
             for filename in sorted(filenames):
                 path = os.path.join(dirpath, filename)
@@ -503,13 +472,13 @@ def tfds_source(
             load.
         ValueError: a percentage slice outside `[-100%, 100%]`.
     """
-    _check_percentages(split)
+    check_percentages(split)
     try:
         import tensorflow_datasets as tfds
     except ImportError as error:
         raise ImportError(
             f"Dataset {name!r} needs TensorFlow Datasets: "
-            "pip install 'keras_vit[data]'."
+            "pip install tensorflow-datasets importlib_resources."
         ) from error
     root = data_dir or os.environ.get("TFDS_DATA_DIR") or tfds.core.constants.DATA_DIR
     where = f"TFDS dataset {name!r} (split {split!r}, data_dir {root!r})"
@@ -661,58 +630,6 @@ def _first_line(error: BaseException) -> str:
     return text.splitlines()[0]
 
 
-def parse_split(split: str) -> tuple[str, str | None, str | None]:
-    """Splits `"train[10:90%]"` into `("train", "10", "90%")`.
-
-    Args:
-        split: A split name with an optional TFDS-style slice.
-
-    Returns:
-        `(name, start, stop)`; `start` and `stop` are `None` or strings with
-        an optional `%`.
-    """
-    match = _SPLIT_PATTERN.match(split) if isinstance(split, str) else None
-    if match is None:
-        raise ValueError(
-            f"Cannot parse split {split!r}. Expected a name with an optional "
-            "slice, e.g. 'train', 'train[:90%]', 'test[100:]'."
-        )
-    name, start, start_pct, stop, stop_pct = match.groups()
-    start = (start + start_pct) if start else None
-    stop = (stop + stop_pct) if stop else None
-    _check_percentages(split)
-    return name, start, stop
-
-
-def _check_percentages(split: str) -> None:
-    """Refuses a percentage slice bound outside `[-100%, 100%]`, as TFDS does."""
-    for bound in re.findall(r"(-?\d+)%", split):
-        if abs(int(bound)) > 100:
-            raise ValueError(
-                f"Split {split!r} slices at {bound}%: a percentage slice bound "
-                "must be within -100% and 100%."
-            )
-
-
-def _slice(index: np.ndarray, start: str | None, stop: str | None, split: str):
-    def position(bound):
-        if bound is None:
-            return None
-        if bound.endswith("%"):
-            return int(round(len(index) * int(bound[:-1]) / 100))
-        if abs(int(bound)) > len(index):  # As TFDS: no silent clipping.
-            raise ValueError(
-                f"Split {split!r} slices at example {bound}, outside the "
-                f"{len(index)} examples of the split."
-            )
-        return int(bound)
-
-    selected = index[position(start) : position(stop)]
-    if len(selected) == 0:
-        raise ValueError(f"Split {split!r} selects no examples (of {len(index)}).")
-    return selected
-
-
 # Files checked in this process, by (path, size, mtime), and files reported.
 _READABLE: dict[tuple[str, int, int], bool] = {}
 _REPORTED: set[str] = set()
@@ -728,13 +645,13 @@ def _is_readable_image(path: str) -> bool:
     from PIL import Image
 
     try:
-        stat = os.stat(path)
+        stat = paths.stat(path)
     except OSError:
         return False
     key = (path, stat.st_size, stat.st_mtime_ns)
     if key not in _READABLE:
         try:
-            with Image.open(path) as image:
+            with paths.open_file(path, "rb") as file, Image.open(file) as image:
                 image.verify()
                 _READABLE[key] = image.format in _DECODABLE_FORMATS
         except Exception:  # Pillow raises many types for bad files.
@@ -880,6 +797,11 @@ def _file_key(path: str):
     """`(identity, stat)`: `(device, inode)` for a file, the name otherwise."""
     if path.startswith("digits#"):
         return path, None
+    if paths.is_url(path):  # No links in an object store: the name is the file.
+        try:
+            return path, paths.stat(path)
+        except OSError:
+            return path, None
     try:
         stat = os.stat(path)
     except OSError:
@@ -895,7 +817,7 @@ def _digest(path: str, stat: os.stat_result, kind: str) -> bytes:
     if key not in _DIGESTS:
         digest = hashlib.blake2b(str(stat.st_size).encode())
         try:
-            with open(path, "rb") as file:
+            with paths.open_file(path, "rb") as file:
                 if kind == "full":
                     for chunk in iter(lambda: file.read(1 << 20), b""):
                         digest.update(chunk)

@@ -86,7 +86,7 @@ Cost: generating both splits takes 5-7 CPU seconds (0.7 of them for the
 glyph shapes) on the machine above, its 2 cores shared with other work;
 they hold 37 MB (150 MB at the peak of generation).
 
-Needs matplotlib for the font files (`pip install 'keras_vit[viz]'`).
+Needs matplotlib for the font files (`pip install matplotlib`).
 
 Example:
 
@@ -108,9 +108,9 @@ import os
 import numpy as np
 import tensorflow as tf
 
-from keras_vit.data.datasets import ImageSource
-from keras_vit.data.datasets import _slice
-from keras_vit.data.datasets import parse_split
+from keras_vit.data.source import ImageSource
+from keras_vit.data.source import parse_split
+from keras_vit.data.source import slice_index
 
 NAME = "glyphs"
 IMAGE_SIZE = 32
@@ -189,7 +189,7 @@ def glyphs(split: str = "train") -> ImageSource:
             f"Unknown glyphs split {split!r}. Known splits: {sorted(SPLIT_SIZES)}, "
             "with an optional slice such as 'train[:90%]'."
         )
-    index = _slice(np.arange(SPLIT_SIZES[base]), start, stop, split)
+    index = slice_index(np.arange(SPLIT_SIZES[base]), start, stop, split)
     images, labels = glyph_arrays(base)
     lo, hi = int(index[0]), int(index[-1]) + 1  # A slice of a range is a range.
     dataset = tf.data.Dataset.from_tensor_slices((images[lo:hi], labels[lo:hi]))
@@ -521,7 +521,7 @@ def _font_path(face: str) -> str:
     except ImportError as error:
         raise ImportError(
             "The glyphs dataset draws its digits with the fonts that ship "
-            "inside matplotlib: pip install 'keras_vit[viz]'."
+            "inside matplotlib: pip install matplotlib."
         ) from error
     return os.path.join(matplotlib.get_data_path(), "fonts", "ttf", face)
 

@@ -28,12 +28,12 @@ import tensorflow as tf
 
 from keras_vit.data import augment
 from keras_vit.data.augment import Augmentation
-from keras_vit.data.datasets import ImageSource
 from keras_vit.data.randaugment import RandAugment
+from keras_vit.data.source import ImageSource
 from keras_vit.data.transforms import decode_image
 from keras_vit.data.transforms import eval_resize
 from keras_vit.data.transforms import to_model_range
-from keras_vit.layers.utils import to_pair
+from keras_vit.utils import to_pair
 
 AUTOTUNE = tf.data.AUTOTUNE
 _GRAPH_SEED = 87_178_291

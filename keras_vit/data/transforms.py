@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from keras_vit.layers.utils import to_pair
+from keras_vit.utils import to_pair
 
 
 def decode_image(contents: tf.Tensor | bytes) -> tf.Tensor:

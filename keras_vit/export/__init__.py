@@ -1,7 +1,6 @@
 """Exporting ViTs for serving: SavedModel (TF Serving), LiteRT and ONNX.
 
-Not imported by `import keras_vit` (it needs TensorFlow): use
-`from keras_vit.export import export`.
+`keras_vit.export.export` (or `from keras_vit.export import export`).
 
 Example:
 
@@ -12,19 +11,24 @@ export(model, "saved_models/vit_b16/1", class_names=names)
 ```
 """
 
-from keras_vit import _imports
+from keras_vit.export.onnx import export_onnx
+from keras_vit.export.savedmodel import export
+from keras_vit.export.signatures import FEATURES
+from keras_vit.export.signatures import SERVING_BYTES
+from keras_vit.export.signatures import SERVING_DEFAULT
+from keras_vit.export.signatures import SERVING_FLOAT
+from keras_vit.export.signatures import SIGNATURE_NAMES
+from keras_vit.export.tflite import export_tflite
+from keras_vit.export.warmup import WARMUP_FILE
 
-_EXPORTS = {
-    "export": "keras_vit.export.savedmodel",
-    "export_onnx": "keras_vit.export.onnx",
-    "export_tflite": "keras_vit.export.tflite",
-    "FEATURES": "keras_vit.export.signatures",
-    "SERVING_BYTES": "keras_vit.export.signatures",
-    "SERVING_DEFAULT": "keras_vit.export.signatures",
-    "SERVING_FLOAT": "keras_vit.export.signatures",
-    "SIGNATURE_NAMES": "keras_vit.export.signatures",
-    "WARMUP_FILE": "keras_vit.export.warmup",
-}
-
-__all__ = sorted(_EXPORTS)
-__getattr__, __dir__ = _imports.lazy_exports(__name__, _EXPORTS)
+__all__ = [
+    "FEATURES",
+    "SERVING_BYTES",
+    "SERVING_DEFAULT",
+    "SERVING_FLOAT",
+    "SIGNATURE_NAMES",
+    "WARMUP_FILE",
+    "export",
+    "export_onnx",
+    "export_tflite",
+]

@@ -13,6 +13,7 @@ import numpy as np
 import tensorflow as tf
 
 from keras_vit import atomic
+from keras_vit import paths
 from keras_vit.export.signatures import SERVING_DEFAULT
 
 DEFAULT_OPSET = 17
@@ -65,10 +66,13 @@ def export_onnx(
         raise ImportError(
             "ONNX export needs `tf2onnx`: pip install tf2onnx onnxruntime"
         ) from error
-    path = pathlib.Path(path)
-    if path.suffix != ".onnx":
+    path = os.fspath(path) if paths.is_url(path) else pathlib.Path(path)
+    if os.path.splitext(path)[1] != ".onnx":
         raise ValueError(f"The ONNX file name must end in '.onnx'. Received: {path}")
-    atomic.check_target(path, overwrite, is_dir=False)
+    if paths.is_url(path):
+        atomic.check_url_target(path, overwrite, is_dir=False)
+    else:
+        atomic.check_target(path, overwrite, is_dir=False)
     loaded = tf.saved_model.load(str(saved_model_dir))
     if signature not in loaded.signatures:
         raise ValueError(

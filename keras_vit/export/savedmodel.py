@@ -8,6 +8,17 @@ half-written version. The version directory and everything in it get the
 permissions the umask gives (readable by a server running as another user
 under umask 022), and staging directories left by killed exports are removed
 (`keras_vit.atomic`).
+
+The base directory may be a URL (`gs://bucket/models/vit/1`, any scheme
+`tf.io.gfile` has). An object store cannot rename a directory, so there
+the SavedModel is written complete into a local temporary directory and
+uploaded file by file, `saved_model.pb` last: a version directory is a
+SavedModel only once that file is in it (TensorFlow and TF Serving load
+nothing without it), and a kill during the upload leaves a directory
+without it, which the next export to that version replaces. Replacing a
+version deletes its `saved_model.pb` first. TF Serving may try (and fail,
+and retry) to load a version while it is uploaded: export a new version
+number rather than overwrite one a server watches.
 """
 
 from __future__ import annotations
@@ -17,21 +28,25 @@ import os
 import pathlib
 import re
 import shutil
+import tempfile
 from collections.abc import Sequence
 
 import keras
 import tensorflow as tf
 
-import keras_vit
 from keras_vit import atomic
+from keras_vit import paths
 from keras_vit.export.signatures import ServingGraph
 from keras_vit.export.signatures import build_archive
 from keras_vit.export.warmup import WARMUP_FILE
 from keras_vit.export.warmup import write_warmup_file
-from keras_vit.layers.utils import to_pair
 from keras_vit.models.resize import with_image_size
+from keras_vit.utils import to_pair
+from keras_vit.version import __version__
 
 METADATA_FILE = "assets.extra/keras_vit_export.json"
+# The file that makes a directory a SavedModel: uploaded last to a URL.
+SAVED_MODEL_FILE = "saved_model.pb"
 
 
 def export(
@@ -73,11 +88,14 @@ def export(
     The version directory appears complete or not at all, with the
     permissions the umask gives (`0o755`/`0o644` under umask 022). Staging
     directories of killed exports in the same model directory are removed.
+    At a URL, the version is complete once its `saved_model.pb` is there
+    (uploaded last; see the module docstring).
 
     Args:
         model: A model built by `keras_vit.ViT` (or loaded from `.keras`).
-        path: The version directory, e.g. `"saved_models/vit_b16/1"`. Its
-            name must be a positive integer: TF Serving serves only those.
+        path: The version directory, e.g. `"saved_models/vit_b16/1"` or
+            `"gs://bucket/vit_b16/1"`. Its name must be a positive integer:
+            TF Serving serves only those.
         class_names: Optional class names, one per class.
         top_k: Classes returned by `serving_bytes`; clipped to the number of
             classes. Defaults to 5.
@@ -102,7 +120,8 @@ def export(
             model without `bytes_image_size`. Defaults to 1024.
 
     Returns:
-        The path of the written SavedModel.
+        The path of the written SavedModel: a `pathlib.Path`, or for a URL
+        the URL (a `str`).
 
     Raises:
         FileExistsError: if `path` exists and `overwrite` is `False`.
@@ -117,9 +136,13 @@ def export(
     export(model, "saved_models/vit_b16_384/1", image_size=384)
     ```
     """
-    path = pathlib.Path(path)
+    url = paths.is_url(path)
+    path = os.fspath(path).rstrip("/") if url else pathlib.Path(path)
     check_version(path)
-    atomic.check_target(path, overwrite, is_dir=True)
+    if url:
+        _check_url_version(path, overwrite)
+    else:
+        atomic.check_target(path, overwrite, is_dir=True)
     if image_size is not None and to_pair(image_size, "image_size") != tuple(
         model.input_shape[1:3]
     ):
@@ -131,6 +154,17 @@ def export(
     )
     archive = build_archive(graph)
 
+    if url:
+        with tempfile.TemporaryDirectory(prefix="keras_vit-") as folder:
+            staging = pathlib.Path(folder) / "version"
+            staging.mkdir()
+            archive.write_out(str(staging), verbose=False)
+            if warmup:
+                name = os.path.basename(os.path.dirname(path))
+                write_warmup_file(graph, staging, model_name=name)
+            _write_metadata(graph, staging, warmup)
+            _upload_version(staging, path)
+        return path
     staging = atomic.staging_dir(path)
     try:
         archive.write_out(str(staging), verbose=False)
@@ -144,17 +178,56 @@ def export(
     return path
 
 
-def check_version(path: pathlib.Path):
+def check_version(path: pathlib.Path | str):
     """Raises `ValueError` unless `path`'s name is a positive integer.
 
     TF Serving loads only integer version directories. `01` is refused too:
     a server reading it as version 1 would see two of them next to a `1`.
     """
-    if not re.fullmatch(r"[1-9][0-9]*", path.name):
+    name = os.path.basename(os.fspath(path).rstrip("/"))
+    if not re.fullmatch(r"[1-9][0-9]*", name):
         raise ValueError(
             f"The version directory must be a positive integer (TF Serving "
-            f"serves only those), not {path.name!r}: {str(path)!r}."
+            f"serves only those), not {name!r}: {str(path)!r}."
         )
+
+
+def _check_url_version(url: str, overwrite: bool):
+    """`atomic.check_target` for a version at a URL.
+
+    A directory without `saved_model.pb` is what a killed upload left: it
+    is replaced, whatever `overwrite` says.
+    """
+    if paths.exists(url) and not paths.exists(f"{url}/{SAVED_MODEL_FILE}"):
+        if paths.isdir(url):
+            return
+    atomic.check_url_target(url, overwrite, is_dir=True)
+
+
+def _upload_version(staging: pathlib.Path, url: str):
+    """Uploads a complete local SavedModel to `url`, `saved_model.pb` last.
+
+    A version there already is first unmarked (its `saved_model.pb`
+    deleted), then deleted. The other files are copied as they are (the
+    marker, uploaded last and whole by `keras_vit.atomic.upload`, commits
+    them).
+    """
+    marker = f"{url}/{SAVED_MODEL_FILE}"
+    if paths.exists(marker):
+        paths.remove(marker)
+    paths.rmtree(url)
+    files = sorted(
+        os.path.relpath(os.path.join(root, name), staging)
+        for root, _, names in os.walk(staging)
+        for name in names
+    )
+    for name in [f for f in files if f != SAVED_MODEL_FILE]:
+        paths.copy_file(str(staging / name), f"{url}/{name}")
+    for root, dirs, _ in os.walk(staging):  # Empty folders too (`assets/`).
+        for folder in dirs:
+            relative = os.path.relpath(os.path.join(root, folder), staging)
+            paths.makedirs(f"{url}/{relative}")
+    atomic.upload(str(staging / SAVED_MODEL_FILE), marker)
 
 
 def metadata(graph: ServingGraph, warmup: bool = True) -> dict:
@@ -174,7 +247,7 @@ def metadata(graph: ServingGraph, warmup: bool = True) -> dict:
         "input_range": "[0, 255]; mapped to [-1, 1] inside the graph",
         "signatures": sorted(graph.functions()),
         "warmup_file": WARMUP_FILE if warmup else None,
-        "keras_vit_version": keras_vit.__version__,
+        "keras_vit_version": __version__,
         "tensorflow_version": tf.__version__,
     }
 

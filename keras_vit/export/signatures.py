@@ -37,10 +37,10 @@ import tensorflow as tf
 from keras_vit.data.transforms import decode_image
 from keras_vit.data.transforms import eval_resize
 from keras_vit.data.transforms import to_model_range
-from keras_vit.layers.utils import to_pair
 from keras_vit.models import layout as names
 from keras_vit.models.features import feature_extractor
 from keras_vit.models.layout import ViTLayout
+from keras_vit.utils import to_pair
 
 SERVING_DEFAULT = "serving_default"
 SERVING_FLOAT = "serving_float"

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 import tensorflow as tf
 
 from keras_vit import atomic
+from keras_vit import paths
 from keras_vit.export.signatures import FEATURES
 from keras_vit.export.signatures import SERVING_BYTES
 from keras_vit.export.signatures import SERVING_DEFAULT
@@ -73,8 +74,8 @@ def export_tflite(
     logits = runner.get_signature_runner()(images=batch)["logits"]
     ```
     """
-    path = pathlib.Path(path)
-    if path.suffix != ".tflite":
+    path = os.fspath(path) if paths.is_url(path) else pathlib.Path(path)
+    if os.path.splitext(path)[1] != ".tflite":
         raise ValueError(
             f"The LiteRT file name must end in '.tflite'. Received: {path}"
         )
@@ -92,7 +93,10 @@ def export_tflite(
             f"'{SERVING_BYTES}' decodes images with TensorFlow ops that LiteRT does "
             f"not have; convert {list(TENSOR_SIGNATURES)} and decode in the app."
         )
-    atomic.check_target(path, overwrite, is_dir=False)
+    if paths.is_url(path):
+        atomic.check_url_target(path, overwrite, is_dir=False)
+    else:
+        atomic.check_target(path, overwrite, is_dir=False)
     converter = tf.lite.TFLiteConverter.from_saved_model(
         str(saved_model_dir), signature_keys=signatures
     )

@@ -28,10 +28,12 @@ from keras_vit import atomic
 from keras_vit import keras_internals
 from keras_vit.layers.attention import QKV
 from keras_vit.layers.attention import MultiHeadSelfAttention
-from keras_vit.layers.utils import subset_of
 from keras_vit.models.layout import HEAD_LAYERS
 from keras_vit.models.layout import ViTLayout
 from keras_vit.models.options import LORA_TARGETS
+from keras_vit.utils import subset_of
+from keras_vit.weights import architecture
+from keras_vit.weights.dialects.ours import checkpoint_layout
 
 _LORA_KEYS = ("lora_rank", "lora_alpha", "lora_targets")
 # The adapter file's record of its base model: a JSON string stored under a
@@ -162,9 +164,6 @@ def base_model_record(model: keras.Model) -> dict:
     >>> base_model_record(model)["architecture"]["patch_size"]
     [4, 4]
     """
-    from keras_vit.weights import architecture
-    from keras_vit.weights.dialects.ours import checkpoint_layout
-
     layout = ViTLayout.of(model)
     keys, _ = checkpoint_layout(model)
     arch = architecture.describe({k: t.shape for k, t in keys.items()})

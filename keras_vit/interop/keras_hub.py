@@ -26,7 +26,7 @@ part of either network: keras-hub scales images in its preprocessor, keras_vit
 optionally in an `include_preprocessing` layer; convert the network and keep
 the preprocessing you use.
 
-keras-hub is an optional dependency: `pip install "keras_vit[keras_hub]"`.
+keras-hub is an optional dependency: `pip install "keras-hub>=0.32"`.
 
 Example:
 
@@ -66,8 +66,7 @@ def _keras_hub():
         import keras_hub
     except ImportError as error:
         raise ImportError(
-            "keras_vit.interop.keras_hub needs keras-hub: "
-            'pip install "keras_vit[keras_hub]"'
+            'keras_vit.interop.keras_hub needs keras-hub: pip install "keras-hub>=0.32"'
         ) from error
     return keras_hub
 

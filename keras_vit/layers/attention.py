@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import warnings
-
 import keras
 from keras import ops
 
@@ -17,23 +15,9 @@ from keras_vit.layers.config import use_fused_attention
 from keras_vit.layers.config import use_recompute_activations
 from keras_vit.layers.layer_norm import LAYER_NORM_EPSILON
 from keras_vit.layers.layer_norm import LayerNorm
-from keras_vit.layers.utils import subset_of
+from keras_vit.utils import subset_of
 
 __all__ = ["PROJECTIONS", "QKV", "QUANTIZATION_MODES", "MultiHeadSelfAttention"]
-
-
-def __getattr__(name):
-    """The old name of `PROJECTIONS`, with a `DeprecationWarning`."""
-    if name == "LORA_TARGETS":
-        warnings.warn(
-            f"{__name__}.LORA_TARGETS is now PROJECTIONS (the model's LoRA "
-            "targets are keras_vit.models.options.LORA_TARGETS); the old name "
-            "will be removed in a later release.",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        return PROJECTIONS
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @keras.saving.register_keras_serializable(package="keras_vit")

@@ -24,7 +24,7 @@ from keras import ops
 
 from keras_vit import keras_internals
 from keras_vit.layers import custom_grads
-from keras_vit.layers.utils import subset_of
+from keras_vit.utils import subset_of
 
 # The layer's projections, each of which can carry LoRA adapters (the
 # model-level targets are `keras_vit.models.options.LORA_TARGETS`); the first

@@ -5,7 +5,7 @@ from __future__ import annotations
 import keras
 from keras import ops
 
-from keras_vit.layers.utils import to_pair
+from keras_vit.utils import to_pair
 
 
 @keras.saving.register_keras_serializable(package="keras_vit")

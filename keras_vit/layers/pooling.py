@@ -5,7 +5,8 @@ from __future__ import annotations
 import keras
 from keras import ops
 
-from keras_vit.models.options import POOLING_MODES
+# The modes of `TokenPooling`: the class token, or the mean of the patches.
+POOLING_MODES = ("token", "gap")
 
 
 @keras.saving.register_keras_serializable(package="keras_vit")

@@ -12,10 +12,10 @@ import keras
 import numpy as np
 from keras import ops
 
-from keras_vit.layers.utils import to_pair
 from keras_vit.resample import resample_position_embedding
 from keras_vit.resample import resolve_method
 from keras_vit.resample import weight_matrix
+from keras_vit.utils import to_pair
 
 
 @keras.saving.register_keras_serializable(package="keras_vit")

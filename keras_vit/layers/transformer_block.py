@@ -14,8 +14,9 @@ from keras_vit.layers.drop_path import DropPath
 from keras_vit.layers.layer_norm import LAYER_NORM_EPSILON
 from keras_vit.layers.layer_norm import LayerNorm
 from keras_vit.layers.layer_scale import LayerScale
-from keras_vit.models.options import MLP_KINDS
 
+# The MLPs a block can have (`mlp=`): the paper's GELU MLP, or a SwiGLU one.
+MLP_KINDS = ("gelu", "swiglu")
 # The sublayers `model.quantize` can change (see `sublayer_dtypes`).
 SUBLAYERS_WITH_DTYPES = ("attention", "mlp_dense_1", "mlp_dense_2")
 

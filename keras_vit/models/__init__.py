@@ -1,71 +1,132 @@
 """ViT models: the variant table, the encoder options, the generic
 constructor, named sizes and families, the CNN family, layouts.
 
-Names are imported on first use (`import keras_vit.models.options` loads no
-framework).
+Example:
+
+```python
+from keras_vit import models
+
+model = models.ViT("test/4", image_size=16, num_classes=3)
+models.ViTLayout.of(model).depth  # 2
+```
 """
 
-from keras_vit import _imports
+from keras_vit.models import layout
+from keras_vit.models import masked_patch
+from keras_vit.models import options
+from keras_vit.models import parkkim
+from keras_vit.models.cnn.alternet import AlterNet
+from keras_vit.models.cnn.alternet import AlterNet18
+from keras_vit.models.cnn.alternet import AlterNet50
+from keras_vit.models.cnn.layout import CNNLayout
+from keras_vit.models.cnn.preact_resnet import PreActResNet
+from keras_vit.models.cnn.preact_resnet import PreActResNet18
+from keras_vit.models.cnn.preact_resnet import PreActResNet50
+from keras_vit.models.cnn.variants import ALTERNETS
+from keras_vit.models.cnn.variants import PREACT_RESNETS
+from keras_vit.models.cnn.variants import CNNVariant
+from keras_vit.models.families import DeiT3_B16
+from keras_vit.models.families import DeiT3_L16
+from keras_vit.models.families import DeiT3_S16
+from keras_vit.models.families import DINOv2_B14
+from keras_vit.models.families import DINOv2_g14
+from keras_vit.models.families import DINOv2_L14
+from keras_vit.models.families import DINOv2_S14
+from keras_vit.models.families import SigLIP_B16
+from keras_vit.models.families import SigLIP_So400m14
+from keras_vit.models.families import family_model
+from keras_vit.models.features import cnn_feature_extractor
+from keras_vit.models.features import feature_extractor
+from keras_vit.models.functional import OptimizerFirstModel
+from keras_vit.models.layout import LayoutError
+from keras_vit.models.layout import ModelLayout
+from keras_vit.models.layout import ViTLayout
+from keras_vit.models.masked_patch import masked_patch_model
+from keras_vit.models.options import FAMILIES
+from keras_vit.models.options import FAMILY_MODELS
+from keras_vit.models.options import EncoderOptions
+from keras_vit.models.options import Family
+from keras_vit.models.resize import with_image_size
+from keras_vit.models.variants import BACKBONES
+from keras_vit.models.variants import VARIANTS
+from keras_vit.models.variants import ModelSpec
+from keras_vit.models.variants import ResNetSpec
+from keras_vit.models.variants import Variant
+from keras_vit.models.variants import custom_spec
+from keras_vit.models.variants import parse_variant
+from keras_vit.models.vit import NAMED_MODELS
+from keras_vit.models.vit import R26_ViT_B32
+from keras_vit.models.vit import R26_ViT_S32
+from keras_vit.models.vit import R50_ViT_B16
+from keras_vit.models.vit import R50_ViT_L32
+from keras_vit.models.vit import ViT
+from keras_vit.models.vit import ViT_B8
+from keras_vit.models.vit import ViT_B16
+from keras_vit.models.vit import ViT_B32
+from keras_vit.models.vit import ViT_H14
+from keras_vit.models.vit import ViT_L16
+from keras_vit.models.vit import ViT_L32
+from keras_vit.models.vit import ViT_S16
+from keras_vit.models.vit import ViT_S32
+from keras_vit.models.vit import ViT_Ti16
 
-_EXPORTS = {
-    "AlterNet": "keras_vit.models.cnn.alternet",
-    "AlterNet18": "keras_vit.models.cnn.alternet",
-    "AlterNet50": "keras_vit.models.cnn.alternet",
-    "ALTERNETS": "keras_vit.models.cnn.variants",
-    "BACKBONES": "keras_vit.models.variants",
-    "cnn_feature_extractor": "keras_vit.models.features",
-    "CNNLayout": "keras_vit.models.cnn.layout",
-    "CNNVariant": "keras_vit.models.cnn.variants",
-    "custom_spec": "keras_vit.models.variants",
-    "DeiT3_B16": "keras_vit.models.families",
-    "DeiT3_L16": "keras_vit.models.families",
-    "DeiT3_S16": "keras_vit.models.families",
-    "DINOv2_B14": "keras_vit.models.families",
-    "DINOv2_g14": "keras_vit.models.families",
-    "DINOv2_L14": "keras_vit.models.families",
-    "DINOv2_S14": "keras_vit.models.families",
-    "EncoderOptions": "keras_vit.models.options",
-    "FAMILIES": "keras_vit.models.options",
-    "Family": "keras_vit.models.options",
-    "family_model": "keras_vit.models.families",
-    "FAMILY_MODELS": "keras_vit.models.families",
-    "feature_extractor": "keras_vit.models.features",
-    "layout": "keras_vit.models.layout",
-    "LayoutError": "keras_vit.models.layout",
-    "ModelLayout": "keras_vit.models.layout",
-    "masked_patch": "keras_vit.models.masked_patch",
-    "masked_patch_model": "keras_vit.models.masked_patch",
-    "ModelSpec": "keras_vit.models.variants",
-    "NAMED_MODELS": "keras_vit.models.vit",
-    "options": "keras_vit.models.options",
-    "OptimizerFirstModel": "keras_vit.models.functional",
-    "parse_variant": "keras_vit.models.variants",
-    "PREACT_RESNETS": "keras_vit.models.cnn.variants",
-    "PreActResNet": "keras_vit.models.cnn.preact_resnet",
-    "PreActResNet18": "keras_vit.models.cnn.preact_resnet",
-    "PreActResNet50": "keras_vit.models.cnn.preact_resnet",
-    "R26_ViT_B32": "keras_vit.models.vit",
-    "R26_ViT_S32": "keras_vit.models.vit",
-    "R50_ViT_B16": "keras_vit.models.vit",
-    "R50_ViT_L32": "keras_vit.models.vit",
-    "ResNetSpec": "keras_vit.models.variants",
-    "SigLIP_B16": "keras_vit.models.families",
-    "SigLIP_So400m14": "keras_vit.models.families",
-    "Variant": "keras_vit.models.variants",
-    "VARIANTS": "keras_vit.models.variants",
-    "ViT": "keras_vit.models.vit",
-    "ViT_B16": "keras_vit.models.vit",
-    "ViT_B32": "keras_vit.models.vit",
-    "ViT_B8": "keras_vit.models.vit",
-    "ViT_H14": "keras_vit.models.vit",
-    "ViT_L16": "keras_vit.models.vit",
-    "ViT_L32": "keras_vit.models.vit",
-    "ViT_S16": "keras_vit.models.vit",
-    "ViT_S32": "keras_vit.models.vit",
-    "ViT_Ti16": "keras_vit.models.vit",
-    "ViTLayout": "keras_vit.models.layout",
-    "with_image_size": "keras_vit.models.resize",
-}
-
-__all__ = sorted(_EXPORTS)
-__getattr__, __dir__ = _imports.lazy_exports(__name__, _EXPORTS)
+__all__ = [
+    "AlterNet",
+    "AlterNet18",
+    "AlterNet50",
+    "ALTERNETS",
+    "BACKBONES",
+    "cnn_feature_extractor",
+    "CNNLayout",
+    "CNNVariant",
+    "custom_spec",
+    "DeiT3_B16",
+    "DeiT3_L16",
+    "DeiT3_S16",
+    "DINOv2_B14",
+    "DINOv2_g14",
+    "DINOv2_L14",
+    "DINOv2_S14",
+    "EncoderOptions",
+    "FAMILIES",
+    "Family",
+    "family_model",
+    "FAMILY_MODELS",
+    "feature_extractor",
+    "layout",
+    "LayoutError",
+    "masked_patch",
+    "masked_patch_model",
+    "ModelLayout",
+    "ModelSpec",
+    "NAMED_MODELS",
+    "OptimizerFirstModel",
+    "options",
+    "parkkim",
+    "parse_variant",
+    "PREACT_RESNETS",
+    "PreActResNet",
+    "PreActResNet18",
+    "PreActResNet50",
+    "R26_ViT_B32",
+    "R26_ViT_S32",
+    "R50_ViT_B16",
+    "R50_ViT_L32",
+    "ResNetSpec",
+    "SigLIP_B16",
+    "SigLIP_So400m14",
+    "Variant",
+    "VARIANTS",
+    "ViT",
+    "ViT_B16",
+    "ViT_B32",
+    "ViT_B8",
+    "ViT_H14",
+    "ViT_L16",
+    "ViT_L32",
+    "ViT_S16",
+    "ViT_S32",
+    "ViT_Ti16",
+    "ViTLayout",
+    "with_image_size",
+]

@@ -11,20 +11,8 @@ from __future__ import annotations
 import keras
 
 from keras_vit.models.options import FAMILIES
+from keras_vit.models.options import FAMILY_MODELS
 from keras_vit.models.vit import ViT
-
-# name -> (variant, family).
-FAMILY_MODELS = {
-    "DeiT3_S16": ("S/16", "deit3"),
-    "DeiT3_B16": ("B/16", "deit3"),
-    "DeiT3_L16": ("L/16", "deit3"),
-    "DINOv2_S14": ("S/14", "dinov2"),
-    "DINOv2_B14": ("B/14", "dinov2"),
-    "DINOv2_L14": ("L/14", "dinov2"),
-    "DINOv2_g14": ("g/14", "dinov2_swiglu"),
-    "SigLIP_B16": ("B/16", "siglip"),
-    "SigLIP_So400m14": ("So400m/14", "siglip"),
-}
 
 
 def family_model(variant: str, family: str, **kwargs) -> keras.Model:

@@ -109,16 +109,25 @@ class ModelLayout:
 
     final_key: str = "final"
 
+    # Every kind of layout, in definition order: a subclass is one as soon as
+    # its module is imported (`keras_vit.models` imports them all).
+    _kinds: list[type[ModelLayout]] = []
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        ModelLayout._kinds.append(cls)
+
     @classmethod
     def of(cls, model: keras.Model) -> ModelLayout:
         """The layout of any keras_vit model: a `ViTLayout` or a `CNNLayout`.
 
+        Each subclass of `ModelLayout` is asked in turn (`describes`); the
+        first that describes `model` reads it.
+
         Raises:
             LayoutError: `model` was built by none of keras_vit's builders.
         """
-        from keras_vit.models.cnn.layout import CNNLayout
-
-        for kind in (ViTLayout, CNNLayout):
+        for kind in ModelLayout._kinds:
             if kind.describes(model):
                 return kind.of(model)
         raise LayoutError(

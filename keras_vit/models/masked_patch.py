@@ -34,7 +34,6 @@ import keras
 import numpy as np
 from keras import ops
 
-from keras_vit.layers.utils import to_pair
 from keras_vit.models import layout as names
 from keras_vit.models.encoder import check_image_size
 from keras_vit.models.encoder import encode
@@ -46,6 +45,7 @@ from keras_vit.models.options import builder_arguments
 from keras_vit.models.options import resolve_options
 from keras_vit.models.variants import ModelSpec
 from keras_vit.models.variants import parse_variant
+from keras_vit.utils import to_pair
 
 # Paper §4.6: corrupt 50% of the patches; 80% [mask], 10% random, 10% kept.
 CORRUPTION_RATE = 0.5
@@ -529,6 +529,7 @@ def transfer_encoder(
     transfer_encoder(pretrained, classifier)
     ```
     """
-    from keras_vit.weights import load_weights
+    # Here, not at the top: the weights package reads the models' layouts.
+    from keras_vit.weights.loader import load_weights
 
     return load_weights(classifier, pretrained, resample_method=method)

@@ -10,9 +10,6 @@ the recipes' configs and the keras-hub interop; and
 `keras_vit.models.ViTLayout.of(model).encoder_options` reads it back from a
 built model, so an encoder can be rebuilt exactly.
 
-This module imports neither Keras nor TensorFlow: configs and command lines
-check options before a framework is loaded.
-
 Example:
 
 ```python
@@ -29,11 +26,13 @@ import inspect
 import numbers
 import types
 
-# `keras_vit.layers.TokenPooling`'s modes; the encoder also pools with the
-# attention-pooling head ("map") or not at all (None: the tokens).
-POOLING_MODES = ("token", "gap")
+from keras_vit.layers.pooling import POOLING_MODES
+from keras_vit.layers.transformer_block import MLP_KINDS
+
+# `keras_vit.layers.TokenPooling`'s modes (`POOLING_MODES`); the encoder also
+# pools with the attention-pooling head ("map") or not at all (None: the
+# tokens).
 POOLINGS = (*POOLING_MODES, "map", None)
-MLP_KINDS = ("gelu", "swiglu")
 # The projections of an encoder that can carry LoRA adapters
 # (keras_vit.finetune.enable_lora's `targets`): the fused query/key/value
 # kernel or its slices, the attention output, and both MLP layers.
@@ -325,5 +324,21 @@ FAMILIES = types.MappingProxyType(
             EncoderOptions(class_token=False, pooling="map", no_embed_class=True),
             include_top=False,
         ),
+    }
+)
+
+# The named constructors of the families (`keras_vit.models.families`):
+# name -> (variant, family).
+FAMILY_MODELS = types.MappingProxyType(
+    {
+        "DeiT3_S16": ("S/16", "deit3"),
+        "DeiT3_B16": ("B/16", "deit3"),
+        "DeiT3_L16": ("L/16", "deit3"),
+        "DINOv2_S14": ("S/14", "dinov2"),
+        "DINOv2_B14": ("B/14", "dinov2"),
+        "DINOv2_L14": ("L/14", "dinov2"),
+        "DINOv2_g14": ("g/14", "dinov2_swiglu"),
+        "SigLIP_B16": ("B/16", "siglip"),
+        "SigLIP_So400m14": ("So400m/14", "siglip"),
     }
 )

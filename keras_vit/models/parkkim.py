@@ -40,6 +40,9 @@ import types
 import keras
 import numpy as np
 
+from keras_vit.models.cnn.resnet import ResNet
+from keras_vit.models.vit import ViT
+
 # The authors' CIFAR-100 statistics: `ops/datasets.py`, `get_cifar100`, and
 # `configs/cifar100_*.yaml`.
 CIFAR100_MEAN = (0.5071, 0.4867, 0.4408)
@@ -127,8 +130,6 @@ def authors_model(
     """
     entry = _entry(name)
     if entry.name == "resnet_50":
-        from keras_vit.models.cnn.resnet import ResNet
-
         model = ResNet(
             "50",
             num_classes=NUM_CLASSES,
@@ -137,8 +138,6 @@ def authors_model(
             name="resnet_50_cifar100",
         )
     else:
-        from keras_vit.models.vit import ViT
-
         model = ViT(
             "Ti/2",
             num_classes=NUM_CLASSES,
@@ -148,7 +147,8 @@ def authors_model(
             name="vit_ti_cifar100",
         )
     if weights is not None:
-        from keras_vit.weights import load_weights
+        # Here, not at the top: the weights package reads the models' layouts.
+        from keras_vit.weights.loader import load_weights
 
         path = weights
         if isinstance(weights, str) and weights == TAG and not os.path.exists(weights):
@@ -165,7 +165,7 @@ def checkpoint_path(name: str, *, cache_dir: str | os.PathLike | None = None) ->
             cannot be downloaded; the message names the URL and the
             directory to save it in.
     """
-    from keras_vit.weights import registry
+    from keras_vit.weights import registry  # (see `authors_model`)
 
     entry = _entry(name)
     return registry.fetch(

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import keras
 
-from keras_vit.layers.utils import to_pair
 from keras_vit.models import layout as names
 from keras_vit.models.layout import ViTLayout
+from keras_vit.utils import to_pair
 
 
 def with_image_size(
@@ -44,7 +44,8 @@ def with_image_size(
     model_384 = keras_vit.with_image_size(model_224, 384)
     ```
     """
-    from keras_vit.weights import load_weights
+    # Here, not at the top: the weights package reads the models' layouts.
+    from keras_vit.weights.loader import load_weights
 
     new_h, new_w = to_pair(image_size, "image_size")
     layout = ViTLayout.of(model)

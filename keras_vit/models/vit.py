@@ -9,7 +9,6 @@ import keras
 
 from keras_vit.layers import TokenPooling
 from keras_vit.layers.padding import PadToMultiple
-from keras_vit.layers.utils import to_pair
 from keras_vit.models import layout as names
 from keras_vit.models.encoder import check_image_size
 from keras_vit.models.encoder import encode
@@ -23,6 +22,7 @@ from keras_vit.models.variants import ModelSpec
 from keras_vit.models.variants import ResNetSpec
 from keras_vit.models.variants import parse_variant
 from keras_vit.resample import resolve_method
+from keras_vit.utils import to_pair
 
 
 def ViT(  # noqa: N802
@@ -185,7 +185,8 @@ def ViT(  # noqa: N802
     # A functional model whose first training step is traced once.
     model = OptimizerFirstModel(images, x, name=name or spec.name)
     if weights is not None:
-        from keras_vit.weights import load_weights
+        # Here, not at the top: the weights package reads the models' layouts.
+        from keras_vit.weights.loader import load_weights
 
         resized = patch_size is not None
         load_weights(

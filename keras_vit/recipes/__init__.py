@@ -4,7 +4,9 @@ export, conversion and few-shot evaluation, as commands.
 Installed, they are one console script, `keras-vit <command>` (or `python
 -m keras_vit.recipes <command>`); from a checkout, `python -m
 recipes.<command>` runs the same code. Each command's module has a `main`
-and a `run` to call from Python:
+and a `run` to call from Python (import it: `import keras_vit` imports
+`cli`, `configs` and `termination` here, not the commands, which
+`keras-vit` and `python -m` run as scripts):
 
 | command | module | what it does |
 |---|---|---|
@@ -18,9 +20,22 @@ and a `run` to call from Python:
 
 Configs live in `keras_vit.recipes.configs` (`TrainConfig`, ...); a config
 file of your own (`--config my_config.py`) imports them from there.
+
+Example:
+
+```python
+import keras_vit
+
+config = keras_vit.recipes.configs.base.load_config("digits")
+config.epochs  # the digits recipe's epochs
+```
 """
 
-# Importing the package loads nothing else: `--help` answers at once.
+from keras_vit.recipes import cli
+from keras_vit.recipes import configs
+from keras_vit.recipes import termination
+
+# The commands of `keras-vit`, each a module of this package.
 COMMANDS = (
     "train",
     "pretrain_masked",
@@ -30,3 +45,5 @@ COMMANDS = (
     "convert",
     "fewshot",
 )
+
+__all__ = ["COMMANDS", "cli", "configs", "termination"]

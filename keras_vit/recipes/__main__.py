@@ -54,12 +54,30 @@ def main(argv: list[str] | None = None, *, invoked_as: str = "keras-vit {command
     return module.main(argv[1:])
 
 
-def console() -> int:
-    """The `keras-vit` console script: runs `main`, exits 0 when it returns
-    (every failure exits earlier, with its own status and one line)."""
-    main()
+def exit_status(result) -> int:
+    """The exit status of a command whose `main` returned `result`.
+
+    A command's `main` returns its exit status as an `int` (e.g. `convert`:
+    1 for a checkpoint that does not fit), or, when it succeeded, its result
+    (a dict, a path) or `None`: status 0. Most failures exit earlier, through
+    `keras_vit.recipes.cli.fail`, with their own status.
+
+    Example:
+
+    ```python
+    sys.exit(exit_status(main(["convert", "in.npz", "out.keras"])))
+    ```
+    """
+    if isinstance(result, int) and not isinstance(result, bool):
+        return result
     return 0
 
 
+def console() -> int:
+    """The `keras-vit` console script: runs `main`; returns the command's
+    exit status (see `exit_status`)."""
+    return exit_status(main())
+
+
 if __name__ == "__main__":
-    main()
+    sys.exit(console())

@@ -154,7 +154,6 @@ def build_parser() -> cli.ArgumentParser:
         help="seed of the Hessian's starting vectors and of the noise (default 0)",
     )
     parser.add_argument("--verbose", type=int, default=1, help="0 hides progress bars")
-    cli.add_verbose_flag(parser)
     return parser
 
 
@@ -222,8 +221,8 @@ def _load_npz(source: str):
             images = data[key]
             labels = data["labels"] if "labels" in data else data.get("y")
     except (OSError, ValueError, EOFError, zipfile.BadZipFile) as error:
-        first = (str(error).strip() or type(error).__name__).splitlines()[0]
-        cli.fail(f"--images {source!r} cannot be read as an .npz file: {first}")
+        detail = str(error).strip() or type(error).__name__
+        cli.fail(f"--images {source!r} cannot be read as an .npz file: {detail}")
     return images, labels
 
 
@@ -380,7 +379,6 @@ def main(argv: list[str] | None = None) -> dict[str, str]:
             parser.error(f"--only: unknown analyses {unknown}; choose from {ANALYSES}")
         if args.variant and args.num_classes == 0 and chosen & set(NEEDS_LABELS):
             parser.error(f"{sorted(chosen & set(NEEDS_LABELS))} need a head")
-    cli.quiet_tensorflow(args.tf_logs)
     import keras
 
     from keras_vit import analysis
@@ -390,7 +388,7 @@ def main(argv: list[str] | None = None) -> dict[str, str]:
     try:
         model = cli.model_from_args(args)
     except ValueError as error:
-        cli.fail(str(error).splitlines()[0])
+        cli.fail(str(error))
     layout = analysis.token_layout(model)
     images, labels = load_images(args.images, layout.image_size, layout.channels)
     images, labels = (
@@ -432,4 +430,6 @@ def main(argv: list[str] | None = None) -> dict[str, str]:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    from keras_vit.recipes.__main__ import exit_status
+
+    sys.exit(exit_status(main(sys.argv[1:])))

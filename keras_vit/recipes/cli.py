@@ -1,15 +1,15 @@
-"""What every command line shares, importable without TensorFlow.
+"""What every command line shares (this module imports no framework itself).
 
 - `ArgumentParser`: argparse, but an error is one line, `error: ...`, exit 2.
 - `parse_image_size` / `image_size_arg`: `224`, `224,320` or `224x320`.
-- `quiet_tensorflow`: hides TensorFlow's C++ start-up chatter unless asked.
 - `load_model`: a `.keras` file or a `keras_vit.ViT(variant)`, one behaviour.
 - `fail`: the one-line error exit.
-- `handle_termination` / `interrupted`: SIGTERM stops a command as Ctrl-C
-  does, and either ends in one line (exit 143 / 130), not a traceback.
+- `handle_termination` (from `keras_vit.recipes.termination`) /
+  `interrupted`: SIGTERM stops a command as Ctrl-C does, and either ends in
+  one line (exit 143 / 130), not a traceback.
 
-Commands import TensorFlow only after their arguments are checked, so that
-`--help` and every argument error answer at once.
+Commands check their arguments before any work, so that `--help` and every
+argument error answer in one line.
 
 Example:
 
@@ -17,35 +17,24 @@ Example:
 parser = ArgumentParser(prog=prog("x"), description="...")
 parser.add_argument("--image-size", type=image_size_arg, default=None)
 args = parser.parse_args()
-quiet_tensorflow(args.verbose)
 ```
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
-import os
 import signal
 import sys
-import threading
 
 from keras_vit.recipes.configs.base import parse_image_size
+from keras_vit.recipes.termination import Terminated
+from keras_vit.recipes.termination import handle_termination
 
 EXIT_USAGE = 2  # A bad argument or config value, as argparse exits.
 EXIT_FAILED = 1  # The run itself failed (e.g. diverged, a full disk).
 EXIT_FINISHED = 3  # The run had already finished: nothing was done.
 EXIT_SIGINT = 128 + signal.SIGINT  # 130: interrupted by Ctrl-C.
 EXIT_SIGTERM = 128 + signal.SIGTERM  # 143: stopped by SIGTERM.
-VERBOSE_ENV = "KERAS_VIT_VERBOSE"  # Set to 1 to keep TensorFlow's C++ logs.
-
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM, raised where the program was (see `handle_termination`).
-
-    A `KeyboardInterrupt`, so that code which cleans up after Ctrl-C (a
-    partial file removed, a lock released) does the same for SIGTERM.
-    """
 
 
 # How the commands were started, for their usage lines: `python -m
@@ -84,74 +73,39 @@ class CommandError(SystemExit):
         return self.message
 
 
+def error_text(message: str) -> str:
+    """`message` as the commands print an error: `error: ` before its first
+    line, its other lines (e.g. the keys a checkpoint lacks) indented by two
+    spaces, blank lines dropped.
+
+    Example:
+
+    >>> print(error_text("no fit; missing keys:\\n  cls"))
+    error: no fit; missing keys:
+        cls
+    """
+    lines = [line.rstrip() for line in str(message).strip().splitlines()]
+    lines = [line for line in lines if line] or [""]
+    return "\n".join([f"error: {lines[0]}", *(f"  {line}" for line in lines[1:])])
+
+
+def report_error(message: str) -> None:
+    """Prints `error_text(message)` on stderr (for a command that then
+    returns its exit status instead of raising)."""
+    print(error_text(message), file=sys.stderr, flush=True)  # noqa: T201
+
+
 def fail(message: str, code: int = EXIT_USAGE):
-    """Prints `error: message` on stderr and exits with `code` (default 2).
+    """Prints the error (`error_text`) on stderr and exits with `code`
+    (default 2). A message of several lines is printed whole, its first line
+    after `error: ` and the others indented; never a traceback.
 
     Raises:
         CommandError: a `SystemExit` with that code, whose `str()` is the
             message.
     """
-    print(f"error: {message}", file=sys.stderr, flush=True)  # noqa: T201
+    report_error(message)
     raise CommandError(message, code)
-
-
-@contextlib.contextmanager
-def handle_termination():
-    """Within this context, SIGTERM raises `Terminated` in the main thread.
-
-    Python's default for SIGTERM is to die at once, without cleaning up or
-    saying anything. The first SIGTERM raises; later ones are ignored while
-    the program unwinds (send SIGKILL to stop it at once). The previous
-    handler is restored on exit. Outside the main thread this does nothing.
-
-    A signal handler's exception can land where Python swallows it (a
-    `__del__`, a weakref callback: "Exception ignored in ..."); the program
-    would then go on with SIGTERM ignored. So the request is also recorded:
-    `raise_if_terminated()`, called at safe points (the recipes: every
-    training step), raises `Terminated` again while it is pending.
-
-    Example:
-
-    ```python
-    with handle_termination():
-        try:
-            work()
-        except KeyboardInterrupt as error:  # Ctrl-C or SIGTERM
-            interrupted(error)
-    ```
-    """
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def terminate(signum, frame):
-        global _TERMINATING
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        _TERMINATING = True
-        raise Terminated("SIGTERM")
-
-    global _TERMINATING
-    previous = signal.signal(signal.SIGTERM, terminate)
-    try:
-        yield
-    finally:
-        _TERMINATING = False
-        signal.signal(signal.SIGTERM, previous)
-
-
-# A SIGTERM was received and its `Terminated` has not left the command yet.
-_TERMINATING = False
-
-
-def raise_if_terminated() -> None:
-    """Raises `Terminated` while a SIGTERM is pending (see `handle_termination`).
-
-    For safe points of a long computation: a `Terminated` that Python
-    swallowed (raised in a `__del__` or a weakref callback) is raised again
-    here, so that the command still stops.
-    """
-    if _TERMINATING:
-        raise Terminated("SIGTERM")
 
 
 def interrupted(error: KeyboardInterrupt):
@@ -227,41 +181,6 @@ def add_model_arguments(parser: argparse.ArgumentParser, size_flag: str) -> None
     parser.set_defaults(model_size_dest=size_flag.lstrip("-").replace("-", "_"))
 
 
-def add_verbose_flag(parser: argparse.ArgumentParser) -> None:
-    """`--tf-logs`: keep TensorFlow's C++ logs (also `KERAS_VIT_VERBOSE=1`)."""
-    parser.add_argument(
-        "--tf-logs",
-        action="store_true",
-        help=f"show TensorFlow's C++ logs (or set {VERBOSE_ENV}=1)",
-    )
-
-
-def quiet_tensorflow(verbose: bool = False) -> None:
-    """Imports TensorFlow without its C++ start-up chatter (CUDA stubs,
-    oneDNN and CPU-feature notes), unless `verbose` or `KERAS_VIT_VERBOSE=1`.
-
-    Sets `TF_CPP_MIN_LOG_LEVEL=3` (unless set already) for later C++ logs
-    (e.g. the failed `cuInit` of a machine without a GPU).
-    TensorFlow 2.21 prints its first notes before that variable is read, so
-    the import itself runs with the process's stderr (file descriptor 2)
-    pointed at `/dev/null`; Python errors are raised after it is restored.
-    """
-    if verbose or os.environ.get(VERBOSE_ENV, "") not in ("", "0"):
-        return
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    if "tensorflow" in sys.modules:
-        return
-    sys.stderr.flush()
-    saved = os.dup(2)
-    try:
-        with open(os.devnull, "w") as devnull:
-            os.dup2(devnull.fileno(), 2)
-            import tensorflow  # noqa: F401
-    finally:
-        os.dup2(saved, 2)
-        os.close(saved)
-
-
 def model_from_args(args: argparse.Namespace):
     """`load_model` for the flags of `add_model_arguments`.
 
@@ -307,7 +226,9 @@ def load_model(
 
     Raises:
         ValueError: a missing or unreadable file (truncated, damaged, not a
-            model), or neither `path` nor `variant`; in one line.
+            model), weights that do not fit or cannot be found (a tag that
+            is neither cached nor downloadable), or neither `path` nor
+            `variant`.
     """
     if not path and not variant:
         raise ValueError("pass --model FILE.keras, or --variant (and --weights)")
@@ -315,32 +236,36 @@ def load_model(
         raise ValueError("--weights goes with --variant, not --model")
     import keras
 
-    import keras_vit
-    import keras_vit.models.masked_patch  # noqa: F401  (registers its layers)
+    from keras_vit.models.resize import with_image_size
+    from keras_vit.models.vit import ViT
+    from keras_vit.weights.registry import list_weights
 
     if path:
-        if not os.path.isfile(path):
+        from keras_vit import paths  # A local path, or a URL (gs://...).
+
+        if not paths.isfile(path):
             raise ValueError(f"no model file at {path!r}")
         model = _load_file(keras, path)
         if image_size is not None:
             size = _pair(image_size)
             if tuple(model.input_shape[1:3]) != size:
-                model = keras_vit.with_image_size(model, size)
+                model = with_image_size(model, size)
         return model
     if representation_size is None and weights:
-        from keras_vit.weights import list_weights
-
         known = [w for w in list_weights(variant) if w.tag == weights]
         representation_size = known[0].representation_size if known else None
-    model = keras_vit.ViT(
-        variant,
-        num_classes=max(num_classes, 1),
-        include_top=num_classes > 0,
-        image_size=_pair(image_size or 224),
-        channels=channels,
-        representation_size=representation_size,
-        weights=weights or None,
-    )
+    try:
+        model = ViT(
+            variant,
+            num_classes=max(num_classes, 1),
+            include_top=num_classes > 0,
+            image_size=_pair(image_size or 224),
+            channels=channels,
+            representation_size=representation_size,
+            weights=weights or None,
+        )
+    except FileNotFoundError as error:  # No such file; a tag not downloadable.
+        raise ValueError(f"--weights {weights!r}: {error}") from error
     return model
 
 
@@ -349,7 +274,7 @@ def _load_file(keras, path: str):
     `ValueError` (Keras says "File not found" for a truncated `.keras`)."""
     import zipfile
 
-    if path.endswith(".keras") and not zipfile.is_zipfile(path):
+    if path.endswith(".keras") and not _is_zip(path):
         raise ValueError(
             f"{path!r} is not a readable .keras file: not a zip archive "
             "(truncated, or another format)"
@@ -357,8 +282,21 @@ def _load_file(keras, path: str):
     try:
         return keras.saving.load_model(path, compile=False)
     except (zipfile.BadZipFile, OSError, EOFError, KeyError, TypeError) as error:
-        first = (str(error).strip() or type(error).__name__).splitlines()[0]
-        raise ValueError(f"cannot load {path!r} (damaged?): {first}") from error
+        detail = str(error).strip() or type(error).__name__
+        raise ValueError(f"cannot load {path!r} (damaged?): {detail}") from error
+
+
+def _is_zip(path: str) -> bool:
+    """`zipfile.is_zipfile` for a local path or a URL."""
+    import zipfile
+
+    from keras_vit import paths
+
+    try:
+        with paths.open_file(path, "rb") as file:
+            return zipfile.is_zipfile(file)
+    except OSError:
+        return False
 
 
 def _pair(size) -> tuple[int, int]:
@@ -366,16 +304,45 @@ def _pair(size) -> tuple[int, int]:
 
 
 # -- the recipes that run a config ---------------------------------------------
-def add_run_arguments(parser, configs: list[str], default: str = "digits") -> None:
+def add_run_arguments(
+    parser,
+    configs: list[str],
+    default: str = "digits",
+    *,
+    kind: type | None = None,
+    dataset_hint: str | None = None,
+) -> None:
     """The arguments of the recipes that run a config (`train`,
     `pretrain_masked`, `compare`): `--config`, `--set`, `--strategy`,
-    `--fresh`, `--allow-changes`, `--tf-logs`."""
+    `--fresh`, `--allow-changes`.
+
+    Args:
+        parser: The command's parser.
+        configs: The shipped configs it runs, for the help.
+        default: The config run without `--config`. A `--set dataset=...`
+            without `--config` is refused (see `parse_config`): the default
+            recipe is made for its own dataset.
+        kind: The config class; its fields, types, defaults and meanings
+            are listed at the end of `--help` (`config_help`).
+        dataset_hint: What that refusal suggests instead (e.g. the config
+            for an image folder); by default, the shipped configs.
+    """
     parser.add_argument(
         "--config",
-        default=default,
+        default=None,
         help=f"a shipped config ({', '.join(configs)}) or a .py file defining "
-        f"get_config(); default: {default}",
+        f"get_config(); default: {default}, except with --set dataset=..., "
+        "which needs a --config (the default recipe is made for its own data)",
     )
+    parser.set_defaults(
+        default_config=default,
+        dataset_hint=dataset_hint or f"pass --config ({', '.join(configs)})",
+    )
+    if kind is not None:
+        from keras_vit.recipes.config_help import describe_fields
+
+        parser.formatter_class = argparse.RawDescriptionHelpFormatter
+        parser.epilog = describe_fields(kind)
     parser.add_argument(
         "--set",
         action="append",
@@ -402,7 +369,6 @@ def add_run_arguments(parser, configs: list[str], default: str = "digits") -> No
         help="resume from a backup made with another config (e.g. a lower "
         "learning_rate after a divergence)",
     )
-    add_verbose_flag(parser)
 
 
 def _fail_on_file_error(error: Exception, config, atomic) -> None:
@@ -422,25 +388,53 @@ def _fail_on_file_error(error: Exception, config, atomic) -> None:
             f"{error}; what was written before is whole: free some space, then {hint}",
             EXIT_FAILED,
         )
+    tf_errors = getattr(sys.modules.get("tensorflow"), "errors", None)
+    if tf_errors is not None and isinstance(error, tf_errors.OpError):
+        from keras_vit import paths  # E.g. a bucket that cannot be reached.
+
+        hinted, error = error, paths.as_os_error(error)
+        hint = getattr(hinted, "resume_hint", hint)
     if isinstance(error, OSError):
         path = error.filename or config.resolved_workdir()
         if error.filename2:
             path = f"{path} -> {error.filename2}"
-        reason = error.strerror or str(error).splitlines()[0]
-        fail(f"{path}: {reason}; {hint}", EXIT_FAILED)
+        reason = error.strerror or str(error).strip() or type(error).__name__
+        first, _, rest = reason.partition("\n")  # The rest printed below it.
+        fail(f"{path}: {first}; {hint}" + (f"\n{rest}" if rest else ""), EXIT_FAILED)
 
 
 def parse_config(args, kind) -> object:
-    """The config the command line names, or a one-line error (exit 2)."""
+    """The config the command line names, or a one-line error (exit 2): a
+    value that does not fit, a config run without the dataset it needs, or
+    a `--set dataset=...` without `--config` (the default recipe is made for
+    its own data: it is not run on another silently)."""
     from keras_vit.recipes.configs.base import ConfigError
     from keras_vit.recipes.configs.base import load_config
     from keras_vit.recipes.configs.base import override
+    from keras_vit.recipes.configs.base import require_dataset
 
     assignments = list(args.set)
     if args.strategy:
         assignments.append(f"strategy={args.strategy}")
+    name = args.config
     try:
-        return override(load_config(args.config, kind), assignments)
+        if name is None:  # The command's default recipe, for its own data.
+            name = getattr(args, "default_config", "digits")
+            default = load_config(name, kind)
+            datasets = [
+                text.strip()
+                for key, _, text in (a.partition("=") for a in assignments)
+                if key.strip() == "dataset"
+            ]
+            if datasets and datasets[-1].strip("'\"") != default.dataset:
+                fail(
+                    f"--set dataset={datasets[-1]} without --config would run "
+                    f"the {name!r} recipe, made for {default.dataset!r}, on it: "
+                    f"{getattr(args, 'dataset_hint', 'pass --config')}"
+                )
+        config = override(load_config(name, kind), assignments)
+        require_dataset(config)
+        return config
     except ConfigError as error:
         fail(str(error))
 
@@ -478,10 +472,9 @@ def run_command(run_fn, kind, parser, argv, aliases=None, precheck=None):
             fail(str(error))
     with handle_termination():
         try:
-            quiet_tensorflow(args.tf_logs)
             from keras_vit import atomic
             from keras_vit.recipes.common import RunCompleted
-            from keras_vit.recipes.common import RunDiverged
+            from keras_vit.recipes.common import RunFailed
             from keras_vit.recipes.common import RunFinished
             from keras_vit.recipes.common import WorkdirBusy
 
@@ -496,7 +489,7 @@ def run_command(run_fn, kind, parser, argv, aliases=None, precheck=None):
                 return None
             except RunFinished as error:
                 fail(str(error), EXIT_FINISHED)
-            except RunDiverged as error:
+            except RunFailed as error:  # Diverged, or a worker was lost.
                 fail(str(error), EXIT_FAILED)
             except Exception as error:  # noqa: BLE001  (file system errors)
                 _fail_on_file_error(error, config, atomic)

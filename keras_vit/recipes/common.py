@@ -34,7 +34,11 @@ last committed epoch), *finishing* (`backup/` holds the last epoch: every
 rerun restores it and redoes the finishing steps, without training), and
 *finished* (`results.json` says so; the backup is gone). A kill at any
 instant leaves one of these states. Files are written whole or not at all
-(`keras_vit.atomic`).
+(`keras_vit.atomic`). The run directory, `init_from` and a `folder:`
+dataset may be URLs (`gs://bucket/run1`): every file operation goes
+through `keras_vit.paths`, and what holds on an object store (no atomic
+rename, a best-effort lock object) is said where it differs
+(`WorkdirLock`, `set_aside_run`, `keras_vit.atomic`).
 """
 
 from __future__ import annotations
@@ -42,9 +46,10 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import shutil
+import secrets
 import socket
 import sys
+import threading
 import time
 
 import keras
@@ -53,18 +58,27 @@ import tensorflow as tf
 
 from keras_vit import atomic
 from keras_vit import data
+from keras_vit import paths
 from keras_vit import training
-from keras_vit.recipes.cli import raise_if_terminated
+from keras_vit.analysis.fewshot import FewShotCallback
+from keras_vit.analysis.fewshot import few_shot_pools
+from keras_vit.finetune import layer_decay_multipliers
 from keras_vit.recipes.configs.base import RUN_ONLY_FIELDS
 from keras_vit.recipes.configs.base import ConfigError
 from keras_vit.recipes.configs.base import RunConfig
 from keras_vit.recipes.configs.base import fingerprint
 from keras_vit.recipes.configs.base import flat_fields
+from keras_vit.recipes.termination import raise_if_terminated
 from keras_vit.training.backup import backup_dir_of
+from keras_vit.training.backup import committed_epochs
 from keras_vit.training.backup import differences
 from keras_vit.training.backup import discard
+from keras_vit.training.backup import drop_after
 from keras_vit.training.backup import latest_backup
+from keras_vit.training.backup import records_first
 from keras_vit.training.backup import restore
+from keras_vit.training.backup import set_aside
+from keras_vit.training.backup import usable_backups
 from keras_vit.training.callbacks import flush_summaries
 
 try:
@@ -88,8 +102,16 @@ RUN_FILES = (
 FINAL_FILES = ("results.json", "final.keras", "encoder.keras", "saved_model")
 
 
-class RunDiverged(RuntimeError):
+class RunFailed(RuntimeError):
+    """The run failed (exit status 1); the message, one line, says why."""
+
+
+class RunDiverged(RunFailed):
     """The loss became non-finite; the message says where and how to resume."""
+
+
+class WorkerLost(RunFailed):
+    """A multi-worker run lost a worker before they agreed where to resume."""
 
 
 class RunFinished(RuntimeError):
@@ -111,12 +133,24 @@ class WorkdirBusy(RuntimeError):
 class WorkdirLock:
     """An exclusive lock on a run directory, held while the process lives.
 
-    `fcntl.flock` on `<workdir>/.lock` (another worker's: `.lock-<task>`):
-    the kernel releases it when the process ends, however it ends, so a
-    killed run never leaves it stuck. The file names the holder (PID, host,
-    start time, command) for the refusal of a second run; it is removed when
-    the lock is released. On a system without `fcntl` (Windows) nothing is
-    locked.
+    On a local disk: `fcntl.flock` on `<workdir>/.lock` (another worker's:
+    `.lock-<task>`): the kernel releases it when the process ends, however
+    it ends, so a killed run never leaves it stuck. The file names the
+    holder (PID, host, start time, command) for the refusal of a second
+    run; it is removed when the lock is released. On a system without
+    `fcntl` (Windows) nothing is locked.
+
+    At a URL (an object store has no locks) the lock is best effort: the
+    object `<workdir>/.lock` names its holder (PID, host, start time,
+    command) and a heartbeat, rewritten every `URL_LOCK_HEARTBEAT_S`
+    seconds while the run lives. A second run is refused while the holder
+    is alive: on the same host, while its process exists; from another
+    host, until `URL_LOCK_STALE_S` seconds after the holder's last
+    heartbeat (by this host's clock). So a killed run's lock is taken over
+    at once on its own host, and after that delay from another one. Two
+    runs started at the same moment can both pass the check (no
+    compare-and-set through `tf.io.gfile`): each reads the object back
+    after writing it, and the one that finds the other's stops.
 
     Example:
 
@@ -134,11 +168,14 @@ class WorkdirLock:
         # The highest folder that `acquire` created (removed again, if empty,
         # on release: a refused or interrupted command leaves no new folder).
         self._created = created
+        self._heartbeat = None  # At a URL: the thread that keeps it fresh.
 
     @classmethod
     def acquire(cls, workdir: str, name: str = ".lock") -> WorkdirLock:
         """Takes the lock `<workdir>/<name>` or raises `WorkdirBusy`."""
         path = os.path.join(workdir, name)
+        if paths.is_url(workdir):
+            return cls._acquire_url(workdir, path)
         if fcntl is None:
             return cls(path)
         created = _first_missing(workdir)
@@ -187,8 +224,47 @@ class WorkdirLock:
             pass
         return cls(path, file, created)
 
+    @classmethod
+    def _acquire_url(cls, workdir: str, path: str) -> WorkdirLock:
+        """The lock object at a URL (see the class docstring)."""
+        created = _first_missing(workdir)
+        holder = atomic.read_json_object(path)
+        if holder and _holder_alive(holder):
+            _remove_empty(workdir, created)
+            raise _busy(workdir, holder)
+        record = {
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "command": " ".join([os.path.basename(sys.executable), *sys.argv]),
+            "token": secrets.token_hex(8),
+            "heartbeat": time.time(),
+        }
+        try:
+            atomic.write_json(path, record)
+        except BaseException:
+            _remove_empty(workdir, created)
+            raise
+        holder = atomic.read_json_object(path)
+        if holder.get("token") != record["token"]:  # Another run wrote after us.
+            raise _busy(workdir, holder)
+        lock = cls(path, None, created)
+        lock._heartbeat = _Heartbeat(path, record)
+        return lock
+
     def release(self) -> None:
         """Removes the file and releases the lock (idempotent)."""
+        if self._heartbeat is not None:
+            heartbeat, self._heartbeat = self._heartbeat, None
+            heartbeat.stop()
+            holder = atomic.read_json_object(self.path)
+            if holder.get("token") == heartbeat.record["token"]:
+                try:
+                    paths.remove(self.path)
+                except OSError:
+                    pass
+            _remove_empty(os.path.dirname(self.path), self._created)
+            return
         if self._file is None:
             return
         try:
@@ -200,8 +276,65 @@ class WorkdirLock:
         _remove_empty(os.path.dirname(self.path), self._created)
 
 
+# A lock at a URL: how often its holder rewrites it, and how long after its
+# last heartbeat another host takes it over.
+URL_LOCK_HEARTBEAT_S = 60
+URL_LOCK_STALE_S = 300
+
+
+class _Heartbeat:
+    """Rewrites a URL lock's `heartbeat` every `URL_LOCK_HEARTBEAT_S`."""
+
+    def __init__(self, path: str, record: dict):
+        self.path, self.record = path, dict(record)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(
+            target=self._run, name="keras_vit-lock-heartbeat", daemon=True
+        )
+        self._thread.start()
+
+    def _run(self):
+        while not self._stop.wait(URL_LOCK_HEARTBEAT_S):
+            self.record["heartbeat"] = time.time()
+            try:
+                atomic.write_json(self.path, self.record)
+            except Exception:  # noqa: BLE001  (a missed beat must not stop a run)
+                pass
+
+    def stop(self):
+        self._stop.set()
+        self._thread.join()
+
+
+def _holder_alive(holder: dict) -> bool:
+    """Whether the run a URL lock object names may still be running."""
+    if holder.get("host") == socket.gethostname():
+        pid = holder.get("pid")
+        return not isinstance(pid, int) or atomic.process_exists(pid)
+    beat = holder.get("heartbeat")
+    if not isinstance(beat, (int, float)):
+        return True
+    return time.time() - beat < URL_LOCK_STALE_S
+
+
+def _busy(workdir: str, holder: dict) -> WorkdirBusy:
+    text = _holder(json.dumps(holder))
+    beat = holder.get("heartbeat")
+    if isinstance(beat, (int, float)):
+        text += f", last heartbeat {max(0, time.time() - beat):.0f} s ago"
+    return WorkdirBusy(
+        f"{workdir} is in use by another run ({text}): wait for it to end, or "
+        "give this one another --set workdir=..."
+    )
+
+
 def _first_missing(folder: str) -> str | None:
     """The highest missing folder on the way to `folder` (`None`: it exists)."""
+    if paths.is_url(folder):
+        folder, missing = folder.rstrip("/"), None
+        while folder is not None and not paths.exists(folder):
+            missing, folder = folder, paths.parent(folder)
+        return missing
     folder, missing = os.path.abspath(folder), None
     while not os.path.exists(folder):
         missing = folder
@@ -215,6 +348,15 @@ def _first_missing(folder: str) -> str | None:
 def _remove_empty(folder: str, up_to: str | None) -> None:
     """Removes `folder` and its parents up to `up_to`, as long as each is empty."""
     if up_to is None:
+        return
+    if paths.is_url(folder):
+        folder = folder.rstrip("/")
+        while folder is not None and (
+            folder == up_to or folder.startswith(up_to + "/")
+        ):
+            if not paths.remove_empty_dir(folder):
+                return
+            folder = paths.parent(folder)
         return
     folder = os.path.abspath(folder)
     while folder == up_to or folder.startswith(up_to + os.sep):
@@ -254,10 +396,12 @@ class Setup:
     """Where and how a run executes (the result of `setup`).
 
     A context manager: leaving it releases the run directory's lock; an
-    interruption (`KeyboardInterrupt`), an `OSError` or a full disk in
-    TensorFlow's words leaving it gets two one-line attributes: `stopped_at`
-    (e.g. "at epoch 2 of 3") and `resume_hint` (e.g. "rerun the same
-    command to resume from the backup of epoch 1").
+    interruption (`KeyboardInterrupt`), an `OSError`, an error of
+    TensorFlow's file systems (`tf.errors.OpError`, e.g. a bucket that
+    cannot be reached) or a full disk in TensorFlow's words leaving it gets
+    two one-line attributes: `stopped_at` (e.g. "at epoch 2 of 3") and
+    `resume_hint` (e.g. "rerun the same command to resume from the backup
+    of epoch 1").
     """
 
     strategy: tf.distribute.Strategy
@@ -281,6 +425,11 @@ class Setup:
     # What `make_room` does once the recipe's checks passed: "set_aside",
     # "start_fresh" or None.
     pending: str | None = None
+    # The epoch the workers agreed to resume from, when this worker holds
+    # backups of later epochs (they are redone: `make_room` drops them).
+    redo_after: int | None = None
+    # Prints on every worker (`say` prints on the chief only).
+    say_worker: object = None
 
     @property
     def seconds(self) -> float:
@@ -300,7 +449,7 @@ class Setup:
 
     def __exit__(self, kind, error, traceback) -> bool:
         try:
-            if isinstance(error, (KeyboardInterrupt, OSError)) or (
+            if isinstance(error, (KeyboardInterrupt, OSError, tf.errors.OpError)) or (
                 isinstance(error, Exception) and atomic.disk_full_code(error)
             ):
                 error.stopped_at, error.resume_hint = self.where_stopped()
@@ -354,8 +503,13 @@ def setup(config: RunConfig, recipe: str) -> Setup:
 
     Use the result as a context manager: it releases the run directory's
     lock that `resume_or_start` takes.
+
+    Raises:
+        ConfigError: A path of the config is a URL that no file system here
+            can open (`check_paths`); nothing was written.
     """
     started = time.time()
+    check_paths(config)
     strategy = training.select_strategy(config.strategy)
     chief = training.is_chief(strategy)
     say = printer(recipe, config.verbose and chief)
@@ -368,16 +522,44 @@ def setup(config: RunConfig, recipe: str) -> Setup:
         f"Strategy: {training.describe(strategy)}; batch {config.global_batch_size} "
         f"= {replicas} x {per_replica}; precision {policy} ({why})."
     )
+    task = training.task_name(strategy)
     return Setup(
         strategy,
         chief,
-        training.task_name(strategy),
-        config.resolved_workdir(),
+        task,
+        paths.normalize(config.resolved_workdir()),
         policy,
         say,
         started,
         epochs=config.epochs,
+        say_worker=printer(f"{recipe} {task}", config.verbose),
     )
+
+
+def check_paths(config: RunConfig) -> None:
+    """Refuses, in one line, a config path no file system here can open.
+
+    The run directory, `init_from`, `data_dir` and a `folder:` dataset may
+    be URLs (`gs://bucket/...`) of any scheme TensorFlow has a file system
+    for (`keras_vit.paths.check`); another scheme (`s3://` without its
+    plugin, `http://`) is refused before anything is written.
+
+    Raises:
+        ConfigError: naming the field, the URL and the usable schemes.
+    """
+    dataset = getattr(config, "dataset", "") or ""
+    fields = [
+        ("workdir", config.resolved_workdir()),
+        ("init_from", getattr(config, "init_from", None)),
+        ("data_dir", getattr(config, "data_dir", None)),
+    ]
+    if dataset.startswith("folder:"):
+        fields.append(("dataset", dataset[len("folder:") :]))
+    for field, value in fields:
+        try:
+            paths.check(value, field)
+        except paths.UnsupportedPath as error:
+            raise ConfigError(str(error)) from None
 
 
 def resume_or_start(
@@ -401,6 +583,12 @@ def resume_or_start(
     nothing, and the finishing steps run again (`finishing` names them in
     the "Resuming" line).
 
+    The workers of a multi-worker run each keep their own backup and commit
+    each epoch separately, so a kill between two commits leaves them one
+    epoch apart. They agree first (`_agree_on_backup`, a collective over
+    the strategy): each restores the newest epoch that every worker holds a
+    whole backup of, and drops its backups of later epochs (in `make_room`).
+
     Args:
         config: The run's config; its fingerprint must match the backup's.
         run: The run's `Setup`.
@@ -420,16 +608,26 @@ def resume_or_start(
         ConfigError: The backup, or the finished run, belongs to another
             config (one line naming the differing keys and saying how to
             start fresh).
+        WorkerLost: Another worker stopped before the workers agreed on
+            the epoch to resume from.
     """
     if run.lock is None:
         name = ".lock" if run.chief else f".lock-{run.task}"
         run.lock = WorkdirLock.acquire(run.workdir, name)
     run.fresh = fresh
-    if fresh or (run.chief and _unfinished_set_aside(run.workdir)):
+    if fresh:  # Every worker was given it: no need to agree.
         run.pending = "set_aside"  # What is there now is set aside.
         return None
-    _refuse_finished(config, run)
-    state = latest_backup(run.backup_dir, say=print)
+    if _workers(run) > 1:
+        state = _agree_on_backup(config, run)
+    elif run.chief and _unfinished_set_aside(run.workdir):
+        run.pending = "set_aside"
+        return None
+    else:
+        _refuse_finished(config, run)
+        state = latest_backup(run.backup_dir, say=print)
+    if state is None and run.pending == "set_aside":
+        return None
     if state is None:
         run.pending = "start_fresh"
         return None
@@ -454,12 +652,132 @@ def resume_or_start(
     return state
 
 
+# How many of each worker's backups are compared when the workers agree.
+_AGREEMENT_SLOTS = 8
+# What a worker found before resuming, as it tells the others.
+_GOING_ON, _COMPLETED, _FINISHED, _REFUSED = 0, 1, 2, 3
+
+
+def _workers(run: Setup) -> int:
+    """The workers of a multi-worker run (1 under any other strategy)."""
+    if not isinstance(run.strategy, tf.distribute.MultiWorkerMirroredStrategy):
+        return 1
+    spec = run.strategy.cluster_resolver.cluster_spec().as_dict()
+    return max(1, len(spec.get("chief", [])) + len(spec.get("worker", [])))
+
+
+def _agree_on_backup(config: RunConfig, run: Setup):
+    """This worker's backup of the newest epoch all workers hold, or `None`.
+
+    Every worker reads its whole backups (two are kept: a kill between two
+    workers' commits leaves them one epoch apart, and the one behind still
+    holds the epoch before), then they exchange them in one collective
+    (`all_gather` over the strategy) and pick the newest epoch in every
+    worker's list. A worker holding later epochs drops them in `make_room`
+    (they are redone). With no epoch in common every worker starts afresh,
+    its backup set aside. What the workers found otherwise (a finished run,
+    a refusal) is exchanged too, so that they all stop together.
+    """
+    refusal, code, states = None, _GOING_ON, []
+    if run.chief and _unfinished_set_aside(run.workdir):
+        run.pending = "set_aside"  # The chief then offers no backup.
+    else:
+        try:
+            _refuse_finished(config, run)
+        except RunCompleted as error:
+            refusal, code = error, _COMPLETED
+        except RunFinished as error:
+            refusal, code = error, _FINISHED
+        except ConfigError as error:
+            refusal, code = error, _REFUSED
+        else:
+            states = usable_backups(run.backup_dir, say=print)
+    row = np.full(_AGREEMENT_SLOTS + 1, -1, np.int64)
+    row[0] = code
+    epochs = [state.epoch for state in states][:_AGREEMENT_SLOTS]
+    row[1 : 1 + len(epochs)] = epochs
+    table = _all_gather(run, row)
+    if refusal is not None:
+        raise refusal
+    codes = {int(c) for c in table[:, 0]} - {_GOING_ON}
+    if _REFUSED in codes:
+        raise ConfigError(
+            "another worker refused this run (see its output); nothing was changed"
+        )
+    if codes:
+        results = os.path.join(run.workdir, "results.json")
+        if discard(run.backup_dir):
+            raise RunCompleted(
+                f"the run in {run.workdir} has finished (the chief's {results}); "
+                "removed the backup its interrupted end left on this worker"
+            )
+        raise RunFinished(
+            f"the run in {run.workdir} has finished (the chief's {results}); "
+            "nothing to do: rerun with --fresh to set it aside and train again"
+        )
+    agreed = agreed_epoch(table)
+    newest = epochs[0] if epochs else 0
+    if (table[:, 1:] >= 0).any():
+        run.say_worker(
+            f"The {_workers(run)} workers agree to resume from the backup of "
+            f"epoch {agreed}, the newest they all hold (this worker's newest: "
+            f"epoch {newest})."
+        )
+    if agreed and any(e > agreed for e in committed_epochs(run.backup_dir)):
+        run.redo_after = agreed
+    return next((state for state in states if state.epoch == agreed), None)
+
+
+def agreed_epoch(table: np.ndarray) -> int:
+    """The newest epoch in every row of `table` (0: none in common).
+
+    Each row is what one replica offered: a status, then the epochs of its
+    worker's whole backups, `-1` for none.
+
+    Example:
+
+    ```python
+    agreed_epoch(np.array([[0, 7, 6, -1], [0, 6, 5, -1]]))  # 6
+    ```
+    """
+    held = [{int(e) for e in row[1:] if e >= 0} for row in table]
+    return max(set.intersection(*held), default=0) if held else 0
+
+
+def _all_gather(run: Setup, row: np.ndarray) -> np.ndarray:
+    """Every replica's `row`, stacked: one collective over the strategy.
+
+    Raises:
+        WorkerLost: The collective failed (another worker stopped).
+    """
+    value = tf.constant(row[None])
+    strategy = run.strategy
+
+    @tf.function
+    def gather():
+        def step():
+            return tf.distribute.get_replica_context().all_gather(value, axis=0)
+
+        return strategy.run(step)
+
+    try:
+        result = gather()
+    except tf.errors.OpError as error:
+        raise WorkerLost(
+            "another worker stopped before the workers agreed on the epoch to "
+            f"resume from ({type(error).__name__}); nothing was changed: see "
+            "its output, then start every worker again with the same command"
+        ) from None
+    return strategy.experimental_local_results(result)[0].numpy()
+
+
 def make_room(run: Setup) -> None:
     """Does what `resume_or_start` decided, once the recipe's checks passed.
 
     Sets the previous run aside (`--fresh`) or clears what a run that
-    committed no epoch left (`start_fresh`), and removes the temporary files
-    that killed writers left (chief).
+    committed no epoch left (`start_fresh`), drops this worker's backups of
+    epochs to be redone (`redo_after`: the workers agreed on an earlier
+    one), and removes the temporary files that killed writers left (chief).
     """
     pending, chief = run.pending, run.chief
     if pending == "set_aside":
@@ -467,10 +785,21 @@ def make_room(run: Setup) -> None:
         run.pending, run.fresh_applied = None, True
         if moved:
             what = "--fresh" if run.fresh else "Finishing an interrupted --fresh"
-            run.say(f"{what}: moved the previous run to {moved}.")
+            how = (
+                " (file by file: copied there, then deleted here)"
+                if paths.is_url(moved)
+                else ""
+            )
+            run.say(f"{what}: moved the previous run to {moved}{how}.")
     elif pending == "start_fresh":
         start_fresh(run)
         run.pending = None
+    if run.redo_after is not None:
+        dropped = drop_after(run.backup_dir, run.redo_after)
+        run.redo_after = None
+        if dropped:
+            listed = ", ".join(str(e) for e in sorted(dropped))
+            run.say_worker(f"Dropped this worker's backup of epoch {listed}: redone.")
     if chief:
         atomic.remove_partials(run.workdir)
         atomic.remove_partials(os.path.join(run.workdir, "checkpoints"))
@@ -503,7 +832,7 @@ def _refuse_finished(config: RunConfig, run: Setup) -> None:
     saved = [
         os.path.join(run.workdir, name)
         for name in ("final.keras", "encoder.keras")
-        if os.path.exists(os.path.join(run.workdir, name))
+        if paths.exists(os.path.join(run.workdir, name))
     ]
     models = f", {'models' if len(saved) > 1 else 'model'} in {' and '.join(saved)}"
     models = models if saved else ""
@@ -529,21 +858,26 @@ def start_fresh(run: Setup) -> None:
     unusable backup) is set aside (`set_aside_run`), never deleted; what a
     run that committed no epoch left (its logs and checkpoints of a partial
     first epoch) is deleted, so that nothing in the directory can be
-    mistaken for the new run's.
+    mistaken for the new run's. Another worker sets its own backup aside
+    when it holds records (the workers agreed on no epoch), so that none of
+    them can later pass for the new run's.
     """
     if not run.chief:
+        if _has_records(run.backup_dir):
+            moved = set_aside(run.backup_dir)
+            run.say_worker(f"Starting afresh: moved this worker's backup to {moved}.")
         return
-    finals = [n for n in FINAL_FILES if os.path.exists(os.path.join(run.workdir, n))]
+    finals = [n for n in FINAL_FILES if paths.exists(os.path.join(run.workdir, n))]
     if finals or _has_records(run.backup_dir):  # Records: it was unusable.
         moved = set_aside_run(run)
         run.say(f"Starting afresh: moved what an earlier run left to {moved}.")
         return
     for name in RUN_FILES:
         path = os.path.join(run.workdir, name)
-        if os.path.isdir(path):
-            shutil.rmtree(path)
-        elif os.path.exists(path):
-            os.remove(path)
+        if paths.isdir(path):
+            paths.rmtree(path)
+        elif paths.exists(path):
+            paths.remove(path)
 
 
 # In `old-<UTC time>/` while `set_aside_run` moves files into it.
@@ -559,45 +893,50 @@ def set_aside_run(run: Setup) -> str | None:
     (`.setting-aside`): a set-aside interrupted by a kill is finished into
     the same folder by the next run. Returns the folder, or `None` when
     there was nothing.
+
+    At a URL each folder is moved file by file (`keras_vit.paths.move`; a
+    backup's records first): a kill part-way leaves the rest in place, and
+    the next run moves it into the same folder, merging.
     """
     names = RUN_FILES if run.chief else ()
     backup = os.path.basename(run.backup_dir)
-    present = [n for n in names if os.path.lexists(os.path.join(run.workdir, n))]
+    present = [n for n in names if paths.exists(os.path.join(run.workdir, n))]
     if backup in present:
         present.remove(backup)
         present.insert(0, backup)
-    if not run.chief and os.path.exists(run.backup_dir):
+    if not run.chief and paths.exists(run.backup_dir):
         present.append(backup)
     target = _unfinished_set_aside(run.workdir) if run.chief else None
+    merge = target is not None and paths.is_url(target)
     if not present and target is None:
         return None
     if target is None:
         stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
         target = os.path.join(run.workdir, f"old-{stamp}")
-        if run.chief and os.path.lexists(target):  # Two in one second.
+        if run.chief and paths.exists(target):  # Two in one second.
             target = f"{target}.{os.getpid()}-{time.time_ns()}"
-        os.makedirs(target, exist_ok=True)
+        paths.makedirs(target)
         if run.chief:
             atomic.write_text(os.path.join(target, _SETTING_ASIDE), "")
     for name in present:
         destination = os.path.join(target, name)
-        if os.path.lexists(destination):  # Two in one second: keep both.
+        if paths.exists(destination) and not merge:  # Two in one second.
             destination = f"{destination}.{os.getpid()}-{time.time_ns()}"
-        os.replace(os.path.join(run.workdir, name), destination)
+        paths.move(os.path.join(run.workdir, name), destination, records_first)
     if run.chief:
-        os.remove(os.path.join(target, _SETTING_ASIDE))
+        paths.remove(os.path.join(target, _SETTING_ASIDE))
     return target
 
 
 def _unfinished_set_aside(workdir: str) -> str | None:
     """The `old-*/` folder a killed `set_aside_run` was moving into, if any."""
     try:
-        names = sorted(os.listdir(workdir))
+        names = paths.listdir(workdir)
     except OSError:
         return None
     for name in names:
         folder = os.path.join(workdir, name)
-        if name.startswith("old-") and os.path.exists(
+        if name.startswith("old-") and paths.exists(
             os.path.join(folder, _SETTING_ASIDE)
         ):
             return folder
@@ -606,11 +945,7 @@ def _unfinished_set_aside(workdir: str) -> str | None:
 
 def _has_records(backup_dir: str) -> bool:
     """Whether `backup_dir` holds a committed epoch's record (usable or not)."""
-    if not os.path.isdir(backup_dir):
-        return False
-    return any(
-        n.startswith("epoch-") and n.endswith(".json") for n in os.listdir(backup_dir)
-    )
+    return bool(committed_epochs(backup_dir))
 
 
 def training_data(config: RunConfig, start_epoch: int, **augmentation):
@@ -720,8 +1055,6 @@ def _layer_decay(model: keras.Model, config: RunConfig) -> dict | None:
     decay = getattr(config, "layer_decay", None)
     if decay is None:
         return None
-    from keras_vit.finetune import layer_decay_multipliers
-
     return layer_decay_multipliers(model, decay)
 
 
@@ -870,7 +1203,7 @@ class _Progress(keras.callbacks.Callback):
     """Keeps `Setup.epoch` current, for the line an interruption prints.
 
     At each step it also raises a SIGTERM whose `Terminated` Python
-    swallowed (`cli.raise_if_terminated`).
+    swallowed (`termination.raise_if_terminated`).
     """
 
     def __init__(self, run: Setup):
@@ -928,9 +1261,6 @@ def fewshot_callback(
     say,
 ):
     """The few-shot linear evaluation callback: pools drawn and held once."""
-    from keras_vit.analysis.fewshot import FewShotCallback
-    from keras_vit.analysis.fewshot import few_shot_pools
-
     train, test, _ = few_shot_pools(
         dataset,
         train_split=train_split,

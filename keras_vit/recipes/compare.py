@@ -50,6 +50,7 @@ import os
 import sys
 import time
 
+from keras_vit import paths
 from keras_vit.models.options import EncoderOptions
 from keras_vit.recipes import cli
 from keras_vit.recipes.configs.base import AUTHORS_MODELS
@@ -295,7 +296,7 @@ def _model(config, name, seed, out, fresh, allow_changes):
         model = result["model"]
     except common.RunFinished:
         model = keras.saving.load_model(os.path.join(workdir, "final.keras"))
-    with open(os.path.join(workdir, "results.json"), encoding="utf-8") as f:
+    with paths.open_file(os.path.join(workdir, "results.json")) as f:
         return model, json.load(f)
 
 
@@ -425,8 +426,8 @@ def _panel_key(config: CompareConfig, name: str, seed: int, out: str) -> dict:
     settings = dataclasses.asdict(_settings(config, name))
     trained = os.path.join(out, "runs", f"{name}_seed{seed}", "results.json")
     digest = None
-    if os.path.exists(trained):
-        with open(trained, "rb") as f:
+    if paths.exists(trained):
+        with paths.open_file(trained, "rb") as f:
             digest = hashlib.sha256(f.read()).hexdigest()
     return _to_json(
         {
@@ -450,7 +451,7 @@ def _cached(path: str, key: dict, legacy=None):
             before `"analysis"` was part of keys still holds.
     """
     try:
-        with open(path, encoding="utf-8") as f:
+        with paths.open_file(path) as f:
             stored = json.load(f)
     except (OSError, ValueError):
         return None
@@ -725,7 +726,9 @@ def build_parser() -> cli.ArgumentParser:
         "and test the paper's claims with the authors' protocols "
         "(see docs/parkkim.md).",
     )
-    cli.add_run_arguments(parser, shipped_configs(CompareConfig), "compare")
+    cli.add_run_arguments(
+        parser, shipped_configs(CompareConfig), "compare", kind=CompareConfig
+    )
     return parser
 
 
@@ -741,4 +744,6 @@ def main(argv: list[str] | None = None) -> dict:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    from keras_vit.recipes.__main__ import exit_status
+
+    sys.exit(exit_status(main(sys.argv[1:])))

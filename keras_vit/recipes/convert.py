@@ -79,22 +79,43 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--overwrite", action="store_true", help="replace an existing output file"
     )
-    cli.add_verbose_flag(parser)
     return parser
 
 
-def _read(path: str, variant: str | None) -> dict:
+def _read(path: str, variant: str | None):
+    """The checkpoint at `path` as a `keras_vit.weights.Checkpoint`."""
     from keras_vit.models.variants import parse_variant
+    from keras_vit.weights import Checkpoint
     from keras_vit.weights import read_npz
     from keras_vit.weights import read_safetensors
     from keras_vit.weights import to_original_layout
+    from keras_vit.weights.checkpoint import dialect_of
 
     if path.endswith(".safetensors"):
         if variant is None:
             cli.fail("--variant is required for a .safetensors checkpoint")
         heads = parse_variant(variant).variant.num_heads
-        return to_original_layout(read_safetensors(path), heads)
-    return read_npz(path)
+        tensors = read_safetensors(path)
+        dialect = dialect_of(tensors)
+        return Checkpoint(
+            to_original_layout(tensors, heads),
+            source=path,
+            heads_recorded=dialect is None or dialect.records_heads,
+        )
+    return Checkpoint(read_npz(path), source=path)
+
+
+def variant_hint(checkpoint) -> str:
+    """What to pass as `--variant` for `checkpoint`, from its shapes alone.
+
+    A timm or Hugging Face file does not record its number of attention
+    heads: the hint then says so instead of naming one.
+    """
+    from keras_vit.weights import architecture
+
+    shapes = {k: tuple(v.shape) for k, v in checkpoint.params.items()}
+    arch = architecture.describe(shapes, heads_recorded=checkpoint.heads_recorded)
+    return f"Pass {arch.build_hint('--variant ')}."
 
 
 def model_arguments(params: dict, args: argparse.Namespace) -> dict:
@@ -141,10 +162,12 @@ def convert(args: argparse.Namespace):
 
     from keras_vit import atomic
     from keras_vit.models.vit import ViT
+    from keras_vit.weights.errors import VariantMismatchError
     from keras_vit.weights.loader import load_weights
 
     print(f"Reading {args.checkpoint}")
-    params = _read(args.checkpoint, args.variant)
+    checkpoint = _read(args.checkpoint, args.variant)
+    params = checkpoint.params
     kwargs = model_arguments(params, args)
     print(
         "Building keras_vit.ViT("
@@ -153,13 +176,18 @@ def convert(args: argparse.Namespace):
     )
     model = ViT(kwargs.pop("variant"), **kwargs)
     progress = keras.utils.Progbar(len(model.weights), unit_name="weight")
-    notes = load_weights(
-        model,
-        params,
-        resample_method=args.resample_method,
-        keep_pre_logits=False if kwargs["representation_size"] is None else None,
-        progress=progress,
-    )
+    try:
+        notes = load_weights(
+            model,
+            checkpoint,
+            resample_method=args.resample_method,
+            keep_pre_logits=False if kwargs["representation_size"] is None else None,
+            progress=progress,
+        )
+    except VariantMismatchError as error:
+        raise VariantMismatchError(
+            f"{error}\n{variant_hint(checkpoint)}", mismatched=error.mismatched
+        ) from None
     for note in notes:
         print(note)
     if args.output.endswith(".keras"):
@@ -180,18 +208,19 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"no checkpoint file at {args.checkpoint!r}")
     if os.path.exists(args.output) and not args.overwrite:
         parser.error(f"{args.output} already exists; pass --overwrite to replace it")
-    cli.quiet_tensorflow(args.tf_logs)
     from keras_vit.weights.errors import CheckpointError
 
     try:
         convert(args)
     except (CheckpointError, FileNotFoundError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 1
+        cli.report_error(str(error))
+        return cli.EXIT_FAILED
     except ValueError as error:  # A model argument that cannot be built.
-        cli.fail(str(error).splitlines()[0])
+        cli.fail(str(error))
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from keras_vit.recipes.__main__ import exit_status
+
+    sys.exit(exit_status(main(sys.argv[1:])))

@@ -24,9 +24,11 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import pathlib
 import sys
 
+from keras_vit import paths
 from keras_vit.recipes import cli
 
 
@@ -72,20 +74,23 @@ def build_parser() -> cli.ArgumentParser:
         help="also write <version>.int8.tflite: int8 weights, activations "
         "quantized at run time (the fastest CPU model; docs/performance.md)",
     )
-    cli.add_verbose_flag(parser)
     return parser
 
 
 def read_class_names(path: str) -> list[str]:
-    lines = pathlib.Path(path).read_text(encoding="utf-8").splitlines()
+    """The class names in a text file (local or a URL), one per line."""
+    with paths.open_file(path) as f:
+        lines = f.read().splitlines()
     return [line.strip() for line in lines if line.strip()]
 
 
-def main(argv: list[str] | None = None) -> pathlib.Path:
+def main(argv: list[str] | None = None) -> pathlib.Path | str:
     """Command-line entry point; returns the SavedModel directory.
 
     Every argument error is one line (`error: ...`, exit status 2), checked
-    before TensorFlow is imported where it can be.
+    before TensorFlow is imported where it can be. `--base-dir`, `--model`
+    and `--class-names` may be URLs (`gs://bucket/models`; see
+    `keras_vit.paths`), checked once TensorFlow is loaded.
     """
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -93,11 +98,34 @@ def main(argv: list[str] | None = None) -> pathlib.Path:
         parser.error(f"--version must be a positive integer, not {args.version}")
     if args.model and args.weights:
         parser.error("--weights goes with --variant, not --model")
-    model_dir = pathlib.Path(args.base_dir) / args.name
+    urls = [
+        (flag, value)
+        for flag, value in (
+            ("--base-dir", args.base_dir),
+            ("--model", args.model),
+            ("--class-names", args.class_names),
+        )
+        if paths.is_url(value)
+    ]
+    if urls:  # Their file systems are TensorFlow's.
+        for flag, value in urls:
+            try:
+                paths.check(value, flag)
+            except paths.UnsupportedPath as error:
+                cli.fail(str(error))
+    if paths.is_url(args.base_dir):
+        model_dir = os.path.join(args.base_dir, args.name)
+    else:
+        model_dir = pathlib.Path(args.base_dir) / args.name
+    version_dir = os.path.join(model_dir, str(args.version))
     # Fail before loading a model that cannot be written.
-    if (model_dir / str(args.version)).exists() and not args.overwrite:
+    try:
+        exists = _is_export(version_dir)
+    except OSError as error:
+        _fail_on_os_error(error, version_dir)
+    if exists and not args.overwrite:
         cli.fail(
-            f"not exported: {model_dir / str(args.version)} already exists; "
+            f"not exported: {version_dir} already exists; "
             "use a new --version, or --overwrite"
         )
     if args.onnx and importlib.util.find_spec("tf2onnx") is None:
@@ -113,7 +141,6 @@ def main(argv: list[str] | None = None) -> pathlib.Path:
                 f"--class-names lists {len(class_names)} names for "
                 f"--num-classes {args.num_classes}"
             )
-    cli.quiet_tensorflow(args.tf_logs)
     from keras_vit.export import export
     from keras_vit.export import export_onnx
     from keras_vit.export import export_tflite
@@ -123,7 +150,7 @@ def main(argv: list[str] | None = None) -> pathlib.Path:
         model = cli.model_from_args(args)
         path = export(
             model,
-            model_dir / str(args.version),
+            version_dir if paths.is_url(version_dir) else pathlib.Path(version_dir),
             class_names=class_names,
             top_k=args.top_k,
             overwrite=args.overwrite,
@@ -133,32 +160,61 @@ def main(argv: list[str] | None = None) -> pathlib.Path:
     except FileExistsError as error:  # Appeared while the model loaded.
         cli.fail(f"not exported: {error}")
     except ValueError as error:  # E.g. a class-names count the model lacks.
-        cli.fail(str(error).splitlines()[0])
-    info = json.loads((path / METADATA_FILE).read_text())
+        cli.fail(str(error))
+    except OSError as error:  # A file system's error, e.g. a bucket out of reach.
+        _fail_on_os_error(error, version_dir)
+    with paths.open_file(os.path.join(path, METADATA_FILE)) as f:
+        info = json.load(f)
     print(
         f"SavedModel: {path}  (image size {info['image_size']}, signatures "
         f"{', '.join(info['signatures'])})"
     )
     if args.tflite:
         tflite = export_tflite(
-            path, model_dir / f"{args.version}.tflite", overwrite=args.overwrite
+            path,
+            _sibling(model_dir, f"{args.version}.tflite"),
+            overwrite=args.overwrite,
         )
         print(f"LiteRT:     {tflite}")
     if args.tflite_int8:
         int8 = export_tflite(
             path,
-            model_dir / f"{args.version}.int8.tflite",
+            _sibling(model_dir, f"{args.version}.int8.tflite"),
             quantize="int8",
             overwrite=args.overwrite,
         )
         print(f"LiteRT int8: {int8}")
     if args.onnx:
         onnx = export_onnx(
-            path, model_dir / f"{args.version}.onnx", overwrite=args.overwrite
+            path, _sibling(model_dir, f"{args.version}.onnx"), overwrite=args.overwrite
         )
         print(f"ONNX:       {onnx}")
     return path
 
 
+def _is_export(version_dir: str) -> bool:
+    """Whether a version is there (at a URL: one with its `saved_model.pb`;
+    what a killed upload left is replaced)."""
+    if paths.is_url(version_dir):
+        return paths.exists(os.path.join(version_dir, "saved_model.pb"))
+    return os.path.exists(version_dir)
+
+
+def _fail_on_os_error(error: OSError, path) -> None:
+    """`error: not exported: PATH: REASON` (exit status 1)."""
+    reason = error.strerror or str(error).strip() or type(error).__name__
+    where = error.filename or path
+    cli.fail(f"not exported: {where}: {reason.splitlines()[0]}", cli.EXIT_FAILED)
+
+
+def _sibling(model_dir, name: str):
+    """`model_dir/name`: a `pathlib.Path`, or for a URL a `str`."""
+    if paths.is_url(model_dir):
+        return os.path.join(model_dir, name)
+    return pathlib.Path(model_dir) / name
+
+
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    from keras_vit.recipes.__main__ import exit_status
+
+    sys.exit(exit_status(main(sys.argv[1:])))

@@ -24,6 +24,8 @@ split is read once for its labels, not decoded.
 
 from __future__ import annotations
 
+import sys
+
 from keras_vit.recipes import cli
 
 SHOTS = (
@@ -170,7 +172,6 @@ def parse_args(argv: list[str] | None = None):
     how.add_argument("--trials", type=int, default=1, help="Draws to average.")
     how.add_argument("--batch-size", type=int, default=128)
     how.add_argument("--out", default=None, help="Also write the results as JSON here.")
-    cli.add_verbose_flag(parser)
     args = parser.parse_args(argv)
     try:
         args.shots = tuple(int(s) for s in args.shots.split(","))
@@ -192,7 +193,6 @@ def main(argv: list[str] | None = None) -> dict:
     import time
 
     args = parse_args(argv)
-    cli.quiet_tensorflow(args.tf_logs)
     started = time.time()
     try:
         model = load_model(
@@ -217,7 +217,7 @@ def main(argv: list[str] | None = None) -> dict:
             batch_size=args.batch_size,
         )
     except ValueError as error:
-        cli.fail(str(error).splitlines()[0])
+        cli.fail(str(error))
     seconds = time.time() - started
     name = args.model or f"{args.variant} ({args.weights or 'random init'})"
     title = (
@@ -242,4 +242,6 @@ def main(argv: list[str] | None = None) -> dict:
 
 
 if __name__ == "__main__":
-    main()
+    from keras_vit.recipes.__main__ import exit_status
+
+    sys.exit(exit_status(main(sys.argv[1:])))

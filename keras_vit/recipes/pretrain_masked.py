@@ -85,7 +85,7 @@ def run(
             if start_epoch < config.epochs:  # Else nothing is trained.
                 built = _callbacks(config, run_, source, steps, callbacks)
         except ValueError as error:
-            raise ConfigError(str(error).splitlines()[0]) from error
+            raise ConfigError(str(error)) from error
         common.make_room(run_)
         common.write_config(config, run_)
         trained = common.fit(
@@ -222,7 +222,9 @@ def build_parser() -> cli.ArgumentParser:
         description="Masked patch prediction pre-training "
         "(see docs/self_supervision.md).",
     )
-    cli.add_run_arguments(parser, shipped_configs(PretrainConfig), "masked_digits")
+    cli.add_run_arguments(
+        parser, shipped_configs(PretrainConfig), "masked_digits", kind=PretrainConfig
+    )
     return parser
 
 
@@ -238,4 +240,6 @@ def main(argv: list[str] | None = None) -> dict:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    from keras_vit.recipes.__main__ import exit_status
+
+    sys.exit(exit_status(main(sys.argv[1:])))

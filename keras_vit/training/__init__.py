@@ -17,40 +17,72 @@ The pieces `recipes/train.py` assembles:
 - `prepare_multi_worker_fit`: Keras 3 work-arounds for `model.fit` under
   `MultiWorkerMirroredStrategy`.
 
-TensorFlow only (like `keras_vit.data`); not imported by `import keras_vit`.
+TensorFlow only (like `keras_vit.data`).
+
+Example:
+
+```python
+from keras_vit import training
+
+strategy = training.select_strategy("auto")
+optimizer = training.make_optimizer("adamw", learning_rate=1e-3, weight_decay=0.1)
+```
 """
 
-from keras_vit import _imports
+from keras_vit.training.backup import BackupState
+from keras_vit.training.backup import CrashSafeBackup
+from keras_vit.training.backup import latest_backup
+from keras_vit.training.backup import resume_epoch
+from keras_vit.training.callbacks import AtomicCheckpoint
+from keras_vit.training.callbacks import AtomicCSVLogger
+from keras_vit.training.callbacks import DivergenceGuard
+from keras_vit.training.callbacks import ReseedEachEpoch
+from keras_vit.training.callbacks import StepsPerSecond
+from keras_vit.training.callbacks import training_callbacks
+from keras_vit.training.compat import prepare_multi_worker_fit
+from keras_vit.training.monitor import TrainingMonitor
+from keras_vit.training.monitor import class_token_attention
+from keras_vit.training.optimizers import NO_WEIGHT_DECAY
+from keras_vit.training.optimizers import OPTIMIZERS
+from keras_vit.training.optimizers import build_optimizer
+from keras_vit.training.optimizers import make_optimizer
+from keras_vit.training.precision import precision_policy
+from keras_vit.training.precision import resolve_precision
+from keras_vit.training.precision import set_precision
+from keras_vit.training.schedules import WarmupDecay
+from keras_vit.training.strategy import STRATEGIES
+from keras_vit.training.strategy import describe
+from keras_vit.training.strategy import is_chief
+from keras_vit.training.strategy import num_workers
+from keras_vit.training.strategy import select_strategy
+from keras_vit.training.strategy import task_name
 
-_EXPORTS = {
-    "AtomicCheckpoint": "keras_vit.training.callbacks",
-    "AtomicCSVLogger": "keras_vit.training.callbacks",
-    "BackupState": "keras_vit.training.backup",
-    "build_optimizer": "keras_vit.training.optimizers",
-    "class_token_attention": "keras_vit.training.monitor",
-    "CrashSafeBackup": "keras_vit.training.backup",
-    "describe": "keras_vit.training.strategy",
-    "DivergenceGuard": "keras_vit.training.callbacks",
-    "is_chief": "keras_vit.training.strategy",
-    "latest_backup": "keras_vit.training.backup",
-    "make_optimizer": "keras_vit.training.optimizers",
-    "NO_WEIGHT_DECAY": "keras_vit.training.optimizers",
-    "num_workers": "keras_vit.training.strategy",
-    "OPTIMIZERS": "keras_vit.training.optimizers",
-    "precision_policy": "keras_vit.training.precision",
-    "prepare_multi_worker_fit": "keras_vit.training.compat",
-    "ReseedEachEpoch": "keras_vit.training.callbacks",
-    "resolve_precision": "keras_vit.training.precision",
-    "resume_epoch": "keras_vit.training.backup",
-    "select_strategy": "keras_vit.training.strategy",
-    "set_precision": "keras_vit.training.precision",
-    "StepsPerSecond": "keras_vit.training.callbacks",
-    "STRATEGIES": "keras_vit.training.strategy",
-    "task_name": "keras_vit.training.strategy",
-    "training_callbacks": "keras_vit.training.callbacks",
-    "TrainingMonitor": "keras_vit.training.monitor",
-    "WarmupDecay": "keras_vit.training.schedules",
-}
-
-__all__ = sorted(_EXPORTS)
-__getattr__, __dir__ = _imports.lazy_exports(__name__, _EXPORTS)
+__all__ = [
+    "AtomicCSVLogger",
+    "AtomicCheckpoint",
+    "BackupState",
+    "CrashSafeBackup",
+    "DivergenceGuard",
+    "NO_WEIGHT_DECAY",
+    "OPTIMIZERS",
+    "ReseedEachEpoch",
+    "STRATEGIES",
+    "StepsPerSecond",
+    "TrainingMonitor",
+    "WarmupDecay",
+    "build_optimizer",
+    "class_token_attention",
+    "describe",
+    "is_chief",
+    "latest_backup",
+    "make_optimizer",
+    "num_workers",
+    "precision_policy",
+    "prepare_multi_worker_fit",
+    "resolve_precision",
+    "resume_epoch",
+    "select_strategy",
+    "set_precision",
+    "task_name",
+    "training_callbacks",
+]

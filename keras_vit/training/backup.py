@@ -10,10 +10,11 @@ later run dies on). At the end of each epoch it writes, in `backup_dir`:
   the pair whole: the record *commits* the epoch).
 
 The previous pair is kept until the new one is complete (the two newest are
-kept). `latest_backup` returns the newest pair whose file matches its
-checksum, saying in one line when it falls back past a torn one; the recipe
-restores it (`restore`) and passes `initial_epoch` to `model.fit`, so no
-Keras internal is involved.
+kept, so that the workers of a multi-worker run, each committing its own
+epochs, always share one: see `usable_backups`). `latest_backup` returns
+the newest pair whose file matches its checksum, saying in one line when it
+falls back past a torn one; the recipe restores it (`restore`) and passes
+`initial_epoch` to `model.fit`, so no Keras internal is involved.
 
 The two writes can be split (`commit_callback`): the weights are written
 where the callback stands (before an EMA swap: the raw training state), and
@@ -23,6 +24,14 @@ epoch uncommitted: it is redone on resume, and no committed epoch lacks its
 `metrics.csv` row. A recipe that saves results after `fit` passes
 `delete_at_end=False` and calls `discard` once they are written, so that a
 kill before then still finds the trained weights.
+
+`backup_dir` may be a URL (`gs://bucket/run1/backup`): the same order holds
+there, through `tf.io.gfile` (`keras_vit.paths`). The weights file is
+uploaded whole (a temporary object renamed over the target) and its size
+and SHA-256 are taken from the local copy before the upload; the record is
+uploaded only once that is done. Since an object store reads back what was
+written (Google Cloud Storage and S3 are strongly consistent), a record
+always finds its weights, and a torn upload is never committed.
 
 Example:
 
@@ -51,6 +60,7 @@ import time
 import keras
 
 from keras_vit import atomic
+from keras_vit import paths
 
 _STATE = re.compile(r"^epoch-(\d{6})\.json$")
 
@@ -86,12 +96,7 @@ def latest_backup(backup_dir: str, say=print) -> BackupState | None:
     SHA-256 differs from the record) is passed over with one line through
     `say`, and the one before it is used (or none: a fresh start).
     """
-    if not os.path.isdir(backup_dir):
-        return None
-    epochs = sorted(
-        (int(m.group(1)) for m in map(_STATE.match, os.listdir(backup_dir)) if m),
-        reverse=True,
-    )
+    epochs = committed_epochs(backup_dir)
     for index, epoch in enumerate(epochs):
         problem, state = _read_state(backup_dir, epoch)
         if state is not None:
@@ -104,6 +109,55 @@ def latest_backup(backup_dir: str, say=print) -> BackupState | None:
         where = os.path.join(backup_dir, f"epoch-{epoch:06d}")
         say(f"Backup {where} is unusable ({problem}); {fallback}.")
     return None
+
+
+def committed_epochs(backup_dir: str) -> list[int]:
+    """The epochs with a record in `backup_dir`, newest first (usable or not)."""
+    if not paths.isdir(backup_dir):
+        return []
+    names = paths.listdir(backup_dir)
+    return sorted(
+        (int(m.group(1)) for m in map(_STATE.match, names) if m), reverse=True
+    )
+
+
+def usable_backups(backup_dir: str, say=print) -> list[BackupState]:
+    """Every whole backup in `backup_dir`, newest first.
+
+    Each record's weights file is checked (size and SHA-256); an unusable
+    one is named in one line through `say`. The workers of a multi-worker
+    run agree on the newest epoch they all hold (`keras_vit.recipes.common`):
+    a kill between two workers' commits leaves one a backup ahead, and the
+    backup before it is still there (two are kept).
+    """
+    states = []
+    for epoch in committed_epochs(backup_dir):
+        problem, state = _read_state(backup_dir, epoch)
+        if state is not None:
+            states.append(state)
+        else:
+            where = os.path.join(backup_dir, f"epoch-{epoch:06d}")
+            say(f"Backup {where} is unusable ({problem}); passing over it.")
+    return states
+
+
+def drop_after(backup_dir: str, epoch: int) -> list[int]:
+    """Deletes the backups of epochs after `epoch` (they are to be redone).
+
+    Records go first: a kill part-way leaves at most a weights file without
+    a record, which no run reads and the next backup of that epoch replaces.
+    Returns the epochs dropped.
+    """
+    dropped = [e for e in committed_epochs(backup_dir) if e > epoch]
+    names = paths.listdir(backup_dir) if dropped else []
+    doomed = [
+        n
+        for n in names
+        if (m := re.match(r"^epoch-(\d{6})\.", n)) and int(m.group(1)) > epoch
+    ]
+    for name in sorted(doomed, key=lambda n: not n.endswith(".json")):
+        paths.remove(os.path.join(backup_dir, name))
+    return dropped
 
 
 def resume_epoch(backup_dir: str) -> int:
@@ -137,7 +191,18 @@ def discard(backup_dir: str) -> bool:
     that an interrupted deletion never leaves a partial backup under the real
     name; leftovers of earlier interrupted deletions (`<backup_dir>.discarded*`)
     go too. Returns whether there was anything to delete.
+
+    At a URL (no atomic rename) the records are deleted first, oldest
+    first, then the rest: at every instant the newest committed epoch is
+    the one it was, or none is left.
     """
+    if paths.is_url(backup_dir):
+        if not paths.exists(backup_dir):
+            return False
+        for epoch in sorted(committed_epochs(backup_dir)):
+            paths.remove(os.path.join(backup_dir, f"epoch-{epoch:06d}.json"))
+        paths.rmtree(backup_dir)
+        return True
     leftovers = discarded_leftovers(backup_dir)
     found = bool(leftovers) or os.path.lexists(backup_dir)
     if os.path.lexists(backup_dir):
@@ -151,6 +216,8 @@ def discard(backup_dir: str) -> bool:
 
 def discarded_leftovers(backup_dir: str) -> list[str]:
     """What interrupted `discard`s of `backup_dir` left (`<name>.discarded*`)."""
+    if paths.is_url(backup_dir):
+        return []  # `discard` deletes a URL's backup in place.
     parent, name = os.path.split(os.path.abspath(backup_dir))
     try:
         names = os.listdir(parent)
@@ -165,13 +232,27 @@ def discarded_leftovers(backup_dir: str) -> list[str]:
 
 
 def set_aside(backup_dir: str) -> str | None:
-    """Renames `backup_dir` to `<backup_dir>.old-<UTC time>`; returns it."""
-    if not os.path.exists(backup_dir):
+    """Renames `backup_dir` to `<backup_dir>.old-<UTC time>`; returns it.
+
+    At a URL the files are moved one by one, records first
+    (`keras_vit.paths.move`).
+    """
+    if not paths.exists(backup_dir):
         return None
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
-    target = f"{backup_dir}.old-{stamp}"
-    os.replace(backup_dir, target)
+    target = f"{backup_dir.rstrip('/')}.old-{stamp}"
+    paths.move(backup_dir, target, order=records_first)
     return target
+
+
+def records_first(names: list[str]) -> list[str]:
+    """`names` with the backup records first, oldest first, then the rest.
+
+    The order in which a backup is moved or deleted file by file (at a
+    URL): until its last record goes, the newest committed epoch stays
+    the one it was, with its weights.
+    """
+    return sorted(names, key=lambda n: (not _STATE.match(n), n))
 
 
 class CrashSafeBackup(keras.callbacks.Callback):
@@ -237,7 +318,13 @@ class CrashSafeBackup(keras.callbacks.Callback):
         if self.guard is not None and self.guard.diverged:
             return  # Never back up non-finite weights.
         stem = os.path.join(self.backup_dir, f"epoch-{epoch + 1:06d}")
-        self._pending = (epoch, atomic.save_weights(self.model, f"{stem}.weights.h5"))
+        written = {}
+
+        def measure(local):  # The complete file, before it takes its name.
+            written.update(size=os.path.getsize(local), sha256=_sha256(local))
+
+        path = atomic.save_weights(self.model, f"{stem}.weights.h5", measure)
+        self._pending = (epoch, path, written["size"], written["sha256"])
         if self._committer is None:
             self.commit(epoch, logs)
 
@@ -247,12 +334,12 @@ class CrashSafeBackup(keras.callbacks.Callback):
             return  # Not written (diverged): nothing to commit.
         if self.guard is not None and self.guard.diverged:
             return
-        weights = self._pending[1]
+        _, weights, size, digest = self._pending
         record = {
             "epoch": epoch + 1,
             "weights": os.path.basename(weights),
-            "size": os.path.getsize(weights),
-            "sha256": _sha256(weights),
+            "size": size,
+            "sha256": digest,
             "logs": _loggable(logs),
             "fingerprint": self.fingerprint,
             "keras": keras.__version__,
@@ -267,10 +354,12 @@ class CrashSafeBackup(keras.callbacks.Callback):
             discard(self.backup_dir)
 
     def _prune(self, newest: int) -> None:
-        for name in os.listdir(self.backup_dir):
+        # Records first: a kill part-way never leaves a record without its
+        # weights.
+        for name in records_first(paths.listdir(self.backup_dir)):
             match = re.match(r"^epoch-(\d{6})\.", name)
             if match and int(match.group(1)) <= newest - self.keep:
-                os.remove(os.path.join(self.backup_dir, name))
+                paths.remove(os.path.join(self.backup_dir, name))
 
 
 class _Commit(keras.callbacks.Callback):
@@ -302,18 +391,18 @@ def _read_state(backup_dir: str, epoch: int):
     """`(problem, None)` or `(None, BackupState)` for one epoch's backup."""
     stem = os.path.join(backup_dir, f"epoch-{epoch:06d}")
     try:
-        with open(f"{stem}.json", encoding="utf-8") as f:
+        with paths.open_file(f"{stem}.json") as f:
             record = json.load(f)
         weights = os.path.join(backup_dir, record["weights"])
         size, digest = record["size"], record["sha256"]
     except (OSError, ValueError, KeyError, TypeError) as error:
         return f"unreadable record: {type(error).__name__}", None
-    if not os.path.exists(weights):
+    if not paths.exists(weights):
         return f"{os.path.basename(weights)} is missing", None
-    actual = os.path.getsize(weights)
+    actual = paths.getsize(weights)
     if actual != size:
         return f"{os.path.basename(weights)} has {actual} of {size} bytes", None
-    if _sha256(weights) != digest:
+    if paths.sha256(weights) != digest:
         return f"{os.path.basename(weights)} fails its checksum", None
     return None, BackupState(
         epoch, weights, record.get("fingerprint", {}), record.get("logs") or {}

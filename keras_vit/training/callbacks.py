@@ -41,6 +41,7 @@ import time
 import keras
 
 from keras_vit import atomic
+from keras_vit import paths
 from keras_vit.training.backup import CrashSafeBackup
 from keras_vit.training.backup import backup_dir_of
 from keras_vit.training.backup import resume_epoch  # noqa: F401  (re-exported)
@@ -248,8 +249,8 @@ class AtomicCSVLogger(keras.callbacks.Callback):
         if self._rows is not None:
             return
         self._rows = []
-        if os.path.exists(self.path):
-            with open(self.path, encoding="utf-8") as f:
+        if paths.exists(self.path):
+            with paths.open_file(self.path) as f:
                 lines = f.read().splitlines()
             if lines:
                 self._keys = lines[0].split(",")[1:]

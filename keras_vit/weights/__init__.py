@@ -30,30 +30,40 @@ model = keras_vit.ViT_B16(num_classes=10, image_size=384, weights="augreg_in21k"
 ```
 """
 
-from keras_vit import _imports
-from keras_vit.weights import _moved
+from keras_vit.weights.architecture import Architecture
+from keras_vit.weights.architecture import describe
+from keras_vit.weights.checkpoint import Checkpoint
+from keras_vit.weights.checkpoint import from_keras_file
+from keras_vit.weights.checkpoint import from_model
+from keras_vit.weights.checkpoint import read_checkpoint
+from keras_vit.weights.checkpoint import to_original_layout
+from keras_vit.weights.errors import CheckpointError
+from keras_vit.weights.errors import VariantMismatchError
+from keras_vit.weights.errors import WeightsNotFoundError
+from keras_vit.weights.formats.npz import read_npz
+from keras_vit.weights.formats.safetensors import read_safetensors
+from keras_vit.weights.loader import load_weights
+from keras_vit.weights.registry import PRETRAINED_WEIGHTS
+from keras_vit.weights.registry import PretrainedWeights
+from keras_vit.weights.registry import cache_directory
+from keras_vit.weights.registry import list_weights
 
-_EXPORTS = {
-    "Architecture": "keras_vit.weights.architecture",
-    "cache_directory": "keras_vit.weights.registry",
-    "Checkpoint": "keras_vit.weights.checkpoint",
-    "CheckpointError": "keras_vit.weights.errors",
-    "describe": "keras_vit.weights.architecture",
-    "from_keras_file": "keras_vit.weights.checkpoint",
-    "from_model": "keras_vit.weights.checkpoint",
-    "list_weights": "keras_vit.weights.registry",
-    "load_weights": "keras_vit.weights.loader",
-    "PRETRAINED_WEIGHTS": "keras_vit.weights.registry",
-    "PretrainedWeights": "keras_vit.weights.registry",
-    "read_checkpoint": "keras_vit.weights.checkpoint",
-    "read_npz": "keras_vit.weights.formats.npz",
-    "read_safetensors": "keras_vit.weights.formats.safetensors",
-    "to_original_layout": "keras_vit.weights.checkpoint",
-    "VariantMismatchError": "keras_vit.weights.errors",
-    "WeightsNotFoundError": "keras_vit.weights.errors",
-}
-
-__all__ = sorted(_EXPORTS)
-_GONE = {"RENAMES": _moved.REMOVED["keras_vit.weights.formats.npz"]["RENAMES"]}
-
-__getattr__, __dir__ = _imports.lazy_exports(__name__, _EXPORTS, _GONE)
+__all__ = [
+    "Architecture",
+    "Checkpoint",
+    "CheckpointError",
+    "PRETRAINED_WEIGHTS",
+    "PretrainedWeights",
+    "VariantMismatchError",
+    "WeightsNotFoundError",
+    "cache_directory",
+    "describe",
+    "from_keras_file",
+    "from_model",
+    "list_weights",
+    "load_weights",
+    "read_checkpoint",
+    "read_npz",
+    "read_safetensors",
+    "to_original_layout",
+]

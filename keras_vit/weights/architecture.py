@@ -4,7 +4,9 @@
 hybrid backbone) off a `{key: shape}` mapping in the original `.npz` layout.
 Applied both to a checkpoint and to the layout a model expects, it tells a
 checkpoint of another variant (a B/16 file for an L/16 model) apart from one
-with a few bad keys, and names both (`"ViT-B/16"`, `"R50+ViT-B/16"`).
+with a few bad keys, and names both (`"ViT-B/16"`, `"R50+ViT-B/16"`). A
+figure the shapes do not determine is `None` and is not named: the heads of
+a timm or Hugging Face file, whose fused projections do not record them.
 """
 
 from __future__ import annotations
@@ -33,7 +35,8 @@ class Architecture:
     Attributes:
         hidden_dim: Token width `D`.
         depth: Number of encoder blocks.
-        num_heads: Attention heads.
+        num_heads: Attention heads, or `None` where the shapes do not tell
+            (fused `(D, D)` projections, or no attention key).
         mlp_dim: Hidden width of the MLP blocks.
         patch_size: `(height, width)` of the patch embedding.
         backbone: `(units per stage, stem width)` of a hybrid's ResNet, or
@@ -49,23 +52,26 @@ class Architecture:
 
     @property
     def name(self) -> str:
-        """A readable name such as `"ViT-B/16"` or `"R50+ViT-B/16"`."""
-        size = next(
-            (
-                name
-                for name, v in VARIANTS.items()
-                if (v.hidden_dim, v.depth, v.mlp_dim, v.num_heads)
-                == (self.hidden_dim, self.depth, self.mlp_dim, self.num_heads)
-            ),
-            None,
-        )
+        """A readable name such as `"ViT-B/16"` or `"R50+ViT-B/16"`.
+
+        Where a figure is unknown (`None`), the name lists only the known
+        ones and says what is not known, e.g. `"ViT(hidden_dim=32, depth=2,
+        mlp_dim=64, patch_size=(8, 8); num_heads not recorded)"`: a variant
+        name would imply a head count.
+        """
+        size = self._size()
         patch = self.patch_size[0] if self.patch_size else None
-        if size is None:
-            return (
-                f"ViT(hidden_dim={self.hidden_dim}, depth={self.depth}, "
-                f"num_heads={self.num_heads}, mlp_dim={self.mlp_dim}, "
-                f"patch_size={self.patch_size}, backbone={self.backbone})"
-            )
+        if size is None or self.num_heads is None:
+            known = [
+                f"{field}={value}"
+                for field in _FIELDS
+                if (value := getattr(self, field)) is not None
+            ]
+            if self.backbone is not None:
+                known.append(f"backbone={self.backbone}")
+            unknown = [f for f in _FIELDS if getattr(self, f) is None]
+            note = f"; {', '.join(unknown)} not recorded" if unknown else ""
+            return f"ViT({', '.join(known)}{note})"
         if self.backbone is None:
             return f"ViT-{size}/{patch}"
         layers, width = self.backbone
@@ -88,8 +94,87 @@ class Architecture:
             return None
         return name.replace("ViT-", "")
 
+    def spelled(self, heads: str | None = None) -> str | None:
+        """The variant as `keras_vit.ViT` takes it, for a plain ViT: its row
+        name (`"S/16"`), or `"<width>x<depth>x<mlp>x<heads>/<patch>"`.
 
-def describe(shapes: Mapping[str, tuple[int, ...]]) -> Architecture:
+        Args:
+            heads: What to write for an unknown head count (e.g. `"H"`);
+                `None` gives no spelling when it is unknown.
+
+        Returns:
+            The spelling, or `None` for a hybrid, a non-square patch or an
+            unknown figure.
+        """
+        if self.backbone is not None or self.variant is not None:
+            return self.variant
+        sizes = (self.hidden_dim, self.depth, self.mlp_dim, self.patch_size)
+        if None in sizes or not self.depth or sizes[3][0] != sizes[3][1]:
+            return None
+        count = self.num_heads if self.num_heads is not None else heads
+        if count is None:
+            return None
+        return (
+            f"{self.hidden_dim}x{self.depth}x{self.mlp_dim}x{count}"
+            f"/{self.patch_size[0]}"
+        )
+
+    def build_hint(self, flag: str = "--variant ") -> str:
+        """How to ask for this architecture on a command line, from what the
+        shapes determine, e.g. `"--variant S/16"`, or, for a file that does
+        not record its heads, `"--variant 32x2x64xH/8 with H its number of
+        attention heads, which the file does not record (test/8 has these
+        sizes and 2 heads)"`.
+
+        Args:
+            flag: What goes before the spelling (`"--set variant="`).
+        """
+        if self.num_heads is not None or self.backbone is not None:
+            spelled = self.spelled()
+            return f"{flag}{spelled}" if spelled else f"{flag}<its variant>"
+        spelled = self.spelled(heads="H")
+        if spelled is None:
+            return f"{flag}<its variant>"
+        rows = [
+            f"{row}/{self.patch_size[0]} has these sizes and "
+            f"{VARIANTS[row].num_heads} heads"
+            for row in self.rows_like()
+        ]
+        return (
+            f"{flag}{spelled} with H its number of attention heads, which the "
+            "file does not record" + (f" ({'; '.join(rows)})" if rows else "")
+        )
+
+    def rows_like(self) -> list[str]:
+        """The `keras_vit.VARIANTS` rows of this width, depth and MLP width
+        (whatever their heads), e.g. `["S"]`."""
+        return [
+            name
+            for name, v in VARIANTS.items()
+            if (v.hidden_dim, v.depth, v.mlp_dim)
+            == (self.hidden_dim, self.depth, self.mlp_dim)
+        ]
+
+    def _size(self) -> str | None:
+        """The `VARIANTS` row of these sizes and heads, if one is."""
+        return next(
+            (
+                name
+                for name, v in VARIANTS.items()
+                if (v.hidden_dim, v.depth, v.mlp_dim, v.num_heads)
+                == (self.hidden_dim, self.depth, self.mlp_dim, self.num_heads)
+            ),
+            None,
+        )
+
+
+# The figures `Architecture.name` lists, in order.
+_FIELDS = ("hidden_dim", "depth", "num_heads", "mlp_dim", "patch_size")
+
+
+def describe(
+    shapes: Mapping[str, tuple[int, ...]], *, heads_recorded: bool = True
+) -> Architecture:
     """Reads the architecture off checkpoint keys and shapes.
 
     Every field is read from the first key that determines it, so that one
@@ -97,15 +182,21 @@ def describe(shapes: Mapping[str, tuple[int, ...]]) -> Architecture:
 
     Args:
         shapes: `{key: shape}` in the original `.npz` layout.
+        heads_recorded: Whether the shapes came from the source itself; pass
+            `False` for a timm or Hugging Face file, whose attention weights
+            were split by another model's head count
+            (`keras_vit.weights.Checkpoint.heads_recorded`).
 
     Returns:
         An `Architecture`; fields the keys do not determine are `None`.
     """
 
     def first(candidates):
-        for pattern, axis in candidates:
+        for pattern, axis, *rank in candidates:
             for key, shape in shapes.items():
-                if re.fullmatch(pattern, key) and len(shape) > abs(axis):
+                if not re.fullmatch(pattern, key) or len(shape) <= abs(axis):
+                    continue
+                if not rank or len(shape) == rank[0]:
                     return int(shape[axis])
         return None
 
@@ -133,10 +224,12 @@ def describe(shapes: Mapping[str, tuple[int, ...]]) -> Architecture:
              (re.escape(keys.CLS_KEY), -1), (f"{_ATTENTION}/{_QKV}/kernel", 0)]
         ),
         depth=len(blocks),
+        # Per head: `(D, heads, D / heads)` kernels, `(heads, D / heads)`
+        # biases; an unsplit 2-D kernel tells no head count.
         num_heads=first(
-            [(f"{_ATTENTION}/{_QKV}/kernel", 1), (f"{_ATTENTION}/{_QKV}/bias", 0),
-             (f"{_ATTENTION}/{keys.OUT}/kernel", 0)]
-        ),
+            [(f"{_ATTENTION}/{_QKV}/kernel", 1, 3), (f"{_ATTENTION}/{_QKV}/bias", 0, 2),
+             (f"{_ATTENTION}/{keys.OUT}/kernel", 0, 3)]
+        ) if heads_recorded else None,
         mlp_dim=first(
             [(f"{_MLP_1}/kernel", -1), (f"{_MLP_1}/bias", 0), (f"{_MLP_2}/kernel", 0)]
         ),
@@ -160,3 +253,80 @@ def differences(model: Architecture, checkpoint: Architecture) -> list[str]:
     ):
         out.append("backbone")
     return out
+
+
+@dataclasses.dataclass(frozen=True)
+class EncoderKeys:
+    """What a checkpoint's keys say about its encoder's options and heads.
+
+    Read off the keys (and a few shapes) alone, like `Architecture`; compare
+    it with the `encoder_keys` of the layout a model expects to name, in the
+    options' own terms, why a checkpoint does not fit.
+
+    Attributes:
+        class_token: It has a class token (`cls`).
+        distillation: It has DeiT's distillation token (`dist`).
+        num_registers: Its register tokens (`reg`), 0 for none.
+        qk_norm: Its attention layers normalise queries and keys.
+        qkv_bias: Its query/key/value projections have biases.
+        layer_scale: Its blocks have LayerScale (the values are loaded, so
+            the init value is not recorded).
+        fc_norm: It normalises the pooled representation (timm's `fc_norm`)
+            instead of the token sequence.
+        map_pooling: It pools with an attention head (`pooling="map"`).
+        position_rows: Rows of its position table, or `None` for none.
+        representation_size: Width of its `pre_logits` layer, or `None`.
+        num_classes: Classes of its head, or `None` for no head.
+    """
+
+    class_token: bool
+    distillation: bool
+    num_registers: int
+    qk_norm: bool
+    qkv_bias: bool
+    layer_scale: bool
+    fc_norm: bool
+    map_pooling: bool
+    position_rows: int | None
+    representation_size: int | None
+    num_classes: int | None
+
+    @property
+    def num_prefix_tokens(self) -> int:
+        """Tokens before the patches: class, distillation and registers."""
+        return int(self.class_token) + int(self.distillation) + self.num_registers
+
+
+def encoder_keys(shapes: Mapping[str, tuple[int, ...]]) -> EncoderKeys:
+    """Reads the encoder's tokens, options and task layers off its keys.
+
+    Args:
+        shapes: `{key: shape}` in the original `.npz` layout.
+
+    Returns:
+        An `EncoderKeys`.
+    """
+
+    def any_key(template: str) -> bool:
+        pattern = re.compile(keys.template_pattern(template))
+        return any(pattern.fullmatch(key) for key in shapes)
+
+    def width(key: str, axis: int = -1) -> int | None:
+        shape = shapes.get(key)
+        return int(shape[axis]) if shape else None
+
+    registers = shapes.get(keys.REG_KEY)
+    posemb = shapes.get(keys.POSEMB_KEY)
+    return EncoderKeys(
+        class_token=keys.CLS_KEY in shapes,
+        distillation=keys.DIST_KEY in shapes,
+        num_registers=int(registers[-2]) if registers and len(registers) >= 2 else 0,
+        qk_norm=any_key(keys.QUERY_NORM + "/scale"),
+        qkv_bias=any(any_key(t) for t in keys.QKV_BIASES),
+        layer_scale=any_key(keys.LAYER_SCALE_1),
+        fc_norm=keys.FC_NORM + "/scale" in shapes,
+        map_pooling=keys.MAP_PROBE_KEY in shapes,
+        position_rows=int(posemb[-2]) if posemb and len(posemb) >= 2 else None,
+        representation_size=width(keys.PRE_LOGITS_KEYS[0]),
+        num_classes=width(keys.HEAD_KEYS[0]),
+    )

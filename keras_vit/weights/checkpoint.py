@@ -38,9 +38,9 @@ import keras
 import numpy as np
 
 from keras_vit.models import layout as names
-from keras_vit.models.families import FAMILY_MODELS
 from keras_vit.models.layout import ViTLayout
 from keras_vit.models.options import FAMILIES
+from keras_vit.models.options import FAMILY_MODELS
 from keras_vit.models.options import option_names
 from keras_vit.models.variants import parse_variant
 from keras_vit.weights import architecture
@@ -74,12 +74,17 @@ class Checkpoint:
             the source says (a square table's grid is inferred otherwise).
         source: What it was read from, for messages.
         notes: What reading it involved (e.g. pre-training layers left out).
+        heads_recorded: Whether the source stores its attention weights per
+            head, so that their shapes tell its number of heads. `False` for
+            timm and Hugging Face files, whose fused projections are split
+            by the model's heads: messages then do not name a head count.
     """
 
     params: dict[str, np.ndarray]
     grid_size: tuple[int, int] | None = None
     source: str = "weights"
     notes: list[str] = dataclasses.field(default_factory=list)
+    heads_recorded: bool = True
 
 
 def read_checkpoint(
@@ -122,7 +127,8 @@ def read_checkpoint(
         raise CheckpointError(_directory_message(path))
     if path.endswith(KERAS_SUFFIXES):
         return from_keras_file(path, model)
-    return Checkpoint(_read_file(path, layout), source=path)
+    params, heads_recorded = _read_file(path, layout)
+    return Checkpoint(params, source=path, heads_recorded=heads_recorded)
 
 
 # What a directory may hold that `weights=` reads, for the error's hint.
@@ -153,14 +159,21 @@ def _directory_message(path: str) -> str:
     )
 
 
-def _read_file(path: str, layout: dict) -> dict:
-    """A checkpoint file in the original layout: its format, then its dialect."""
+def _read_file(path: str, layout: dict) -> tuple[dict, bool]:
+    """A checkpoint file in the original layout: its format, then its dialect.
+
+    Returns:
+        `(params, heads_recorded)`: the arrays, and whether the file's own
+        shapes tell its number of attention heads (see `Dialect`).
+    """
     fmt = format_of(path)
     tensors = fmt.read(path)
     checks.check_finite(tensors, path)  # named by the file's own keys
-    if fmt.original_layout and dialect_of(tensors) is None:
-        return tensors
-    return to_original_layout(tensors, _heads(layout), what=fmt.name)
+    dialect = dialect_of(tensors)
+    if fmt.original_layout and dialect is None:
+        return tensors, True
+    params = to_original_layout(tensors, _heads(layout), what=fmt.name)
+    return params, dialect.records_heads
 
 
 def dialect_of(keys) -> Dialect | None:
@@ -220,12 +233,13 @@ def _from_tag(tag: str, model, layout: dict, cache_dir, variant=None) -> Checkpo
     _check_family(entry, model)  # before any download
     stride = parse_variant(entry.variant).total_stride
     file = registry.fetch(entry, cache_dir)
-    params = _read_file(file, layout)
+    params, heads_recorded = _read_file(file, layout)
     return Checkpoint(
         params,
         grid_size=(entry.image_size // stride,) * 2,  # the files' grids are square
         source=file,
         notes=[f"Loaded {entry.tag!r} from {file}."],
+        heads_recorded=heads_recorded,
     )
 
 

@@ -163,6 +163,7 @@ def plan_load(
     resample_patch: bool | str = False,
     layout: tuple[dict, list[str]] | None = None,
     source: str = "The checkpoint",
+    heads_recorded: bool = True,
 ) -> LoadPlan:
     """Validates `params` against `model` and computes every new value.
 
@@ -186,6 +187,9 @@ def plan_load(
             `keras_vit.resample.resample_patch_embedding`.
         layout: `checkpoint_layout(model)`, when the caller has it already.
         source: What the checkpoint was read from, for messages.
+        heads_recorded: Whether `params`' attention shapes are the source's
+            own; `False` (a timm or Hugging Face file, split by the model's
+            heads) keeps messages from naming a head count.
 
     Returns:
         A `LoadPlan`; nothing has been assigned yet.
@@ -213,12 +217,14 @@ def plan_load(
             + _listing(sorted(params))
         )
     model_arch = describe({k: t.shape for k, t in layout.items()})
-    ckpt_arch = describe({k: tuple(v.shape) for k, v in params.items()})
+    shapes = {k: tuple(v.shape) for k, v in params.items()}
+    ckpt_arch = describe(shapes, heads_recorded=heads_recorded)
     patch_method = patch_resize_method(resample_patch)
     patch_notes = []
     if patch_method and EMBEDDING_KEY in params and EMBEDDING_KEY in layout:
         patch_notes = _resize_patch(params, layout[EMBEDDING_KEY].shape, patch_method)
-        ckpt_arch = describe({k: tuple(v.shape) for k, v in params.items()})
+        shapes = {k: tuple(v.shape) for k, v in params.items()}
+        ckpt_arch = describe(shapes, heads_recorded=heads_recorded)
     _check_variant(model_arch, ckpt_arch, layout, params)
 
     warn, pre_logits_notes = _pre_logits_rule(layout, params, keep_pre_logits)

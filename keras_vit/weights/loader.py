@@ -141,6 +141,7 @@ def load_weights(
         resample_patch=resample_patch,
         layout=(layout, unmapped),
         source=checkpoint.source,
+        heads_recorded=checkpoint.heads_recorded,
     )
     checks.apply_plan(model, plan, progress)
     return checkpoint.notes + plan.notes

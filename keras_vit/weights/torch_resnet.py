@@ -42,6 +42,7 @@ import numpy as np
 
 from keras_vit.models import layout as names
 from keras_vit.models.cnn import layout as cnn_names
+from keras_vit.models.cnn.layout import CNNLayout
 from keras_vit.weights.checks import LoadPlan
 from keras_vit.weights.checks import apply_plan
 from keras_vit.weights.checks import check_finite
@@ -107,8 +108,6 @@ def _listing(items) -> str:
 
 
 def _check_model(model: keras.Model) -> None:
-    from keras_vit.models.cnn.layout import CNNLayout
-
     if not CNNLayout.describes(model) or any(
         layer.name == cnn_names.HEAD_RELU for layer in model.layers
     ):

@@ -7,27 +7,46 @@ pre-activation ResNets and AlterNet, one stem, one layout.
   `CNNVariant`);
 - `layout.py`: the layer names and `CNNLayout`;
 - `resnet.py`, `preact_resnet.py`, `alternet.py`: the named constructors.
+
+Example:
+
+```python
+from keras_vit.models import cnn
+
+model = cnn.ResNet("50", num_classes=100, image_size=32, stem="cifar")
+```
 """
 
-from keras_vit import _imports
+from keras_vit.models.cnn.alternet import AlterNet
+from keras_vit.models.cnn.alternet import AlterNet18
+from keras_vit.models.cnn.alternet import AlterNet50
+from keras_vit.models.cnn.builder import build_cnn
+from keras_vit.models.cnn.layout import CNNLayout
+from keras_vit.models.cnn.preact_resnet import PreActResNet
+from keras_vit.models.cnn.preact_resnet import PreActResNet18
+from keras_vit.models.cnn.preact_resnet import PreActResNet50
+from keras_vit.models.cnn.resnet import ResNet
+from keras_vit.models.cnn.resnet import ResNet18
+from keras_vit.models.cnn.resnet import ResNet50
+from keras_vit.models.cnn.variants import ALTERNETS
+from keras_vit.models.cnn.variants import PREACT_RESNETS
+from keras_vit.models.cnn.variants import RESNETS
+from keras_vit.models.cnn.variants import CNNVariant
 
-_EXPORTS = {
-    "ALTERNETS": "keras_vit.models.cnn.variants",
-    "AlterNet": "keras_vit.models.cnn.alternet",
-    "AlterNet18": "keras_vit.models.cnn.alternet",
-    "AlterNet50": "keras_vit.models.cnn.alternet",
-    "build_cnn": "keras_vit.models.cnn.builder",
-    "CNNLayout": "keras_vit.models.cnn.layout",
-    "CNNVariant": "keras_vit.models.cnn.variants",
-    "PREACT_RESNETS": "keras_vit.models.cnn.variants",
-    "PreActResNet": "keras_vit.models.cnn.preact_resnet",
-    "PreActResNet18": "keras_vit.models.cnn.preact_resnet",
-    "PreActResNet50": "keras_vit.models.cnn.preact_resnet",
-    "ResNet": "keras_vit.models.cnn.resnet",
-    "ResNet18": "keras_vit.models.cnn.resnet",
-    "ResNet50": "keras_vit.models.cnn.resnet",
-    "RESNETS": "keras_vit.models.cnn.variants",
-}
-
-__all__ = sorted(_EXPORTS)
-__getattr__, __dir__ = _imports.lazy_exports(__name__, _EXPORTS)
+__all__ = [
+    "ALTERNETS",
+    "AlterNet",
+    "AlterNet18",
+    "AlterNet50",
+    "CNNLayout",
+    "CNNVariant",
+    "PREACT_RESNETS",
+    "PreActResNet",
+    "PreActResNet18",
+    "PreActResNet50",
+    "RESNETS",
+    "ResNet",
+    "ResNet18",
+    "ResNet50",
+    "build_cnn",
+]

@@ -16,12 +16,12 @@ from keras_vit.layers.conv_blocks import batch_norm
 from keras_vit.layers.conv_blocks import torch_kernel_initializer
 from keras_vit.layers.local_attention import window_shape
 from keras_vit.layers.msa_block import PreActAttentionBlock
-from keras_vit.layers.utils import to_pair
 from keras_vit.models import layout as names
 from keras_vit.models.cnn import layout as cnn_names
 from keras_vit.models.cnn.variants import STEMS
 from keras_vit.models.cnn.variants import CNNVariant
 from keras_vit.models.functional import OptimizerFirstModel
+from keras_vit.utils import to_pair
 
 POOLINGS = ("avg", "max")
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import keras
 
 from keras_vit.layers.conv_blocks import PostActBlock
-from keras_vit.layers.utils import to_pair
 from keras_vit.models import layout as names
 from keras_vit.models.cnn import layout as cnn_names
 from keras_vit.models.cnn.builder import build_head
@@ -22,6 +21,7 @@ from keras_vit.models.cnn.preact_resnet import _default_name
 from keras_vit.models.cnn.variants import RESNETS
 from keras_vit.models.cnn.variants import CNNVariant
 from keras_vit.models.cnn.variants import get_variant
+from keras_vit.utils import to_pair
 
 
 def ResNet(  # noqa: N802

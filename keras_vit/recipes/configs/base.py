@@ -11,7 +11,7 @@ bare word for text fields (`--set dataset=cifar100`), checked against the
 field's type; `image_size` also takes `224`, `224,320` or `224x320`.
 
 Values are checked when a config is made (ranges, choices): a wrong one
-raises `ConfigError` naming the field, before TensorFlow is imported.
+raises `ConfigError` naming the field, before any run starts.
 
 The defaults are the paper's pre-training recipe (Adam β = (0.9, 0.999),
 weight decay 0.1, linear warm-up then cosine decay, gradient clipping at
@@ -106,19 +106,21 @@ class RunConfig:
     seed: int = 0  # Seeds the model initialisation, the data order and augmentation.
 
     # -- data --------------------------------------------------------------
-    dataset: str = "digits"  # "digits", "folder:PATH" or a TFDS name.
+    # "digits", "glyphs", "folder:PATH" or a TFDS name; "" in a config that
+    # needs the user's own data (the command line must give it).
+    dataset: str = "digits"
     data_dir: str | None = None  # TFDS data directory.
-    train_split: str = "train"
+    train_split: str = "train"  # The training split; a slice such as "train[:90%]".
     # Training and evaluation resolution: an int or (height, width).
     image_size: int | tuple[int, int] = 224
-    channels: int = 3
+    channels: int = 3  # Colour channels of the model's input.
     global_batch_size: int = 512  # Summed over replicas and workers.
-    shuffle_buffer: int = 10_000
+    shuffle_buffer: int = 10_000  # Training examples shuffled at a time.
 
     # -- augmentation (keras_vit.data.Augmentation) ------------------------
     crop_area_range: tuple[float, float] = (0.05, 1.0)  # Inception crop; (1, 1) = off.
-    crop_aspect_range: tuple[float, float] = (0.75, 4 / 3)
-    random_flip: bool = True
+    crop_aspect_range: tuple[float, float] = (0.75, 4 / 3)  # Of the Inception crop.
+    random_flip: bool = True  # Random horizontal flips of training images.
     randaugment_ops: int = 0  # keras_vit.data.RandAugment ops per image; 0 = off.
     randaugment_magnitude: float = 0.5  # In [0, 1]: the reference's level / 10.
 
@@ -132,16 +134,16 @@ class RunConfig:
     # -- optimisation ------------------------------------------------------
     optimizer: str = "adamw"  # "adamw", "adam" or "sgd".
     learning_rate: float = 1e-3  # Peak, reached at the end of the warm-up.
-    end_learning_rate: float = 0.0
+    end_learning_rate: float = 0.0  # Reached at the last step.
     schedule: str = "cosine"  # "cosine", "linear" or "constant" after warm-up.
     warmup_steps: int = 10_000  # Capped at the run's total steps.
     weight_decay: float = 0.1  # Decoupled; biases, norms, tokens excluded.
-    beta_1: float = 0.9
-    beta_2: float = 0.999
+    beta_1: float = 0.9  # Adam's first-moment decay.
+    beta_2: float = 0.999  # Adam's second-moment decay.
     momentum: float = 0.9  # SGD only.
-    global_clipnorm: float | None = 1.0
+    global_clipnorm: float | None = 1.0  # Gradient clipping at this global norm.
     ema_momentum: float | None = None  # Polyak averaging, e.g. 0.9999.
-    epochs: int = 300
+    epochs: int = 300  # Training epochs.
     steps_per_epoch: int | None = None  # Defaults to examples // batch.
 
     # -- distribution and speed --------------------------------------------
@@ -150,15 +152,15 @@ class RunConfig:
     # float16 on GPU, float32 on other CPUs; "bfloat16"/"float16": always.
     mixed_precision: bool | str = False
     jit_compile: bool | str = "auto"  # "auto": XLA on GPU/TPU, off on CPU.
-    steps_per_execution: int = 1
+    steps_per_execution: int = 1  # Training steps per call into the graph.
 
     # -- monitoring --------------------------------------------------------
     verbose: int = 1  # 1: progress bar, 2: one line per epoch, 0: silent.
     tensorboard_update_freq: str | int = "epoch"  # Or a step count.
-    profile_steps: tuple[int, int] | None = None  # E.g. (10, 15) to profile.
+    profile_steps: tuple[int, int] | None = None  # Steps to profile, e.g. (10, 15).
     monitor_images: int = 4  # Example and attention-map images; 0 = none.
     fewshot_every: int = 0  # Few-shot linear eval every N epochs; 0 = off.
-    fewshot_shots: tuple[int, ...] = (1, 5, 10, 25)
+    fewshot_shots: tuple[int, ...] = (1, 5, 10, 25)  # Images per class.
 
     def __post_init__(self):
         for name, value in self._checks():
@@ -249,7 +251,7 @@ class TrainConfig(RunConfig):
     # -- augmentation and loss ---------------------------------------------
     mixup_alpha: float = 0.0  # 0 = off.
     cutmix_factor: float = 0.0  # keras.layers.CutMix factor in (0, 1]; 0 = off.
-    label_smoothing: float = 0.0
+    label_smoothing: float = 0.0  # Of the one-hot targets, in the loss.
 
     # -- model -------------------------------------------------------------
     # "vit", or a network of Park & Kim's comparison: "resnet" (their
@@ -271,7 +273,7 @@ class TrainConfig(RunConfig):
     # -- fine-tuning add-ons (docs/finetuning.md) ---------------------------
     lora_rank: int | None = None  # LoRA adapters; base frozen, head trained.
     lora_alpha: float = 16.0  # Adapter scale is lora_alpha / lora_rank.
-    lora_targets: tuple[str, ...] = ("qkv", "out", "mlp")
+    lora_targets: tuple[str, ...] = ("qkv", "out", "mlp")  # The adapted layers.
     layer_decay: float | None = None  # E.g. 0.75: rate * decay**(depth+1-layer).
 
     # -- monitoring --------------------------------------------------------
@@ -351,14 +353,14 @@ class PretrainConfig(RunConfig):
     optimizer: str = "adam"  # "adam" or "adamw" (with weight_decay).
     learning_rate: float = 2e-4  # Paper: base learning rate 2e-4.
     weight_decay: float = 0.0
-    epochs: int = 14  # Paper: 1M steps, about 14 epochs of JFT.
+    epochs: int = 14  # Training epochs; the paper's 1M steps are 14 of JFT.
 
     # -- monitoring --------------------------------------------------------
     fewshot_every: int = 1  # Few-shot linear eval every N epochs; 0 = off.
     fewshot_dataset: str | None = None  # Defaults to `dataset`.
-    fewshot_train_split: str = "train"
-    fewshot_test_split: str = "test"
-    fewshot_test_examples: int = 2_000
+    fewshot_train_split: str = "train"  # The few-shot eval's training images.
+    fewshot_test_split: str = "test"  # Its test images.
+    fewshot_test_examples: int = 2_000  # Test images it uses, at most.
 
     def _checks(self):
         yield from super()._checks()
@@ -410,18 +412,19 @@ class CompareConfig(TrainConfig):
     # The authors' files for "authors_*" models: a path, or "cifar100" to
     # download their published file into the Keras cache once.
     authors_vit_ti: str = "cifar100"
-    authors_resnet_50: str = "cifar100"
+    authors_resnet_50: str = "cifar100"  # The same, for "authors_resnet_50".
 
     # -- the analyses (keras_vit.analysis.parkkim.PanelSettings) -----------
     analysis_images: int = 512  # Test images of the Fourier, variance, noise.
     hessian_batches: int = 2  # Augmented training batches per run; 0 = all.
-    hessian_batch_size: int = 32
+    hessian_batch_size: int = 32  # Images per Hessian batch.
     hessian_top_k: int = 5  # The authors' top-5 per batch.
     hessian_iterations: int = 20  # Power iterations per eigenvalue, at most.
     hessian_l2: str = "norm"  # The authors' ops/norm.py; or "squared".
     clean_hessian: bool = True  # Also the clean-data, no-L2 column.
-    noise_epsilon: float | None = None  # Sign noise; None: 0.31 ([-1, 1] input),
-    # 0.7 for the authors' models (their normalised input, as the authors answered).
+    # Sign noise; None: 0.31 ([-1, 1] input), 0.7 for the authors' models
+    # (their normalised input, as the authors answered).
+    noise_epsilon: float | None = None
     noise_frequencies: int = 11  # Annulus centres from 0 to pi.
     equal_energy_noise: bool = False  # Also the equal-energy alternative.
     landscape_points: int = 11  # Loss-landscape grid points per axis; 0 = none.
@@ -451,6 +454,21 @@ class CompareConfig(TrainConfig):
 
 # The authors' published CIFAR-100 models `recipes.compare` can analyse.
 AUTHORS_MODELS = ("authors_vit_ti", "authors_resnet_50")
+
+
+def require_dataset(config: RunConfig) -> None:
+    """Refuses a config without a dataset: one made for the user's own data
+    (`dataset=""`, e.g. `folder_finetune`) run without `--set dataset=...`.
+
+    Raises:
+        ConfigError: naming the config and the override to give.
+    """
+    if not config.dataset.strip():
+        raise ConfigError(
+            f"config {config.name!r} has no dataset: give yours with --set "
+            "dataset=folder:DIR (DIR holds one sub-folder of images per class) "
+            "or --set dataset=<a TFDS name>"
+        )
 
 
 def model_arguments(config: RunConfig, names=VIT_FIELDS) -> dict:

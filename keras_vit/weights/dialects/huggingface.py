@@ -109,4 +109,5 @@ DIALECT = Dialect(
     prefix=r"(?:vit\.|model\.|dinov2\.|vision_model\.)?",
     finish=_finish,
     example="vit.embeddings.patch_embeddings...",
+    records_heads=False,  # fused (D, D) projections
 )

@@ -98,6 +98,12 @@ class Dialect:
         finish: `(params, source keys) -> None`, after the rules, in place
             (e.g. folding Hugging Face DINOv2's class-token position row).
         example: A key of the dialect, for messages (`"pos_embed"`).
+        records_heads: Whether the attention weights are stored per head
+            (`(D, heads, D / heads)`), so that the number of heads can be
+            read off their shapes. `False` for PyTorch's fused `(D, D)`
+            projections (timm, Hugging Face), which `translate` splits by
+            the target model's heads: such a file does not say how many
+            heads it was trained with.
     """
 
     name: str
@@ -108,6 +114,7 @@ class Dialect:
     prepare: Callable[[dict], dict] = _nothing_before
     finish: Callable[[dict, Collection[str]], None] = _nothing_after
     example: str = ""
+    records_heads: bool = True
 
     @functools.cached_property
     def _compiled(self) -> tuple[tuple[Rule, re.Pattern], ...]:

@@ -89,4 +89,5 @@ DIALECT = Dialect(
     recognizes,
     shift={"s": 1, "u": 1},
     example="blocks.0.attn.qkv.weight",
+    records_heads=False,  # fused (D, D) projections
 )

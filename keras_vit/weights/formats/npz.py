@@ -23,7 +23,6 @@ import zipfile
 
 import numpy as np
 
-from keras_vit.weights._moved import forward
 from keras_vit.weights.errors import CheckpointError
 
 SUFFIXES = (".npz",)
@@ -129,7 +128,3 @@ def normalize(params: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
             value = value.reshape(-1)
         out[key] = value
     return out
-
-
-# The old `keras_vit.weights.npz` names that live elsewhere now (deprecated).
-__getattr__ = forward(__name__)

@@ -15,8 +15,10 @@ Dicts, lists, tuples, strings, numbers, booleans and `None` need no name.
 A BUILD instruction (which sets an object's state) is refused on the
 reader's tensor and storage records, and on an `OrderedDict` for any name
 its class already has; PyTorch uses it only for a state dict's `_metadata`.
-A tensor's offset, size and stride are checked when it is unpickled and
-again before its storage is read: every element must lie inside it.
+A tensor's offset, size and stride are checked before its storage is read:
+every element must lie inside the storage, and a view that repeats its
+storage's elements (a zero or overlapping stride) is expanded only up to a
+small total, so a few bytes of file never become gigabytes of arrays.
 Both of PyTorch's formats are read: the zip archive of `torch.save` since
 PyTorch 1.6 (`<archive>/data.pkl` plus one `<archive>/data/<key>` record per
 storage) and the older "legacy" stream (a magic number, a protocol version,
@@ -146,10 +148,24 @@ class _OrderedDict(collections.OrderedDict):
         self.__dict__.update(state)
 
 
+# PyTorch's sizes, strides and offsets are int64.
+_INT64_END = 1 << 63
+# A view that reads some storage elements more than once (a zero stride on a
+# dimension longer than 1, as `expand` makes, or overlapping strides) is
+# expanded into an array holding every repeat, which can be any number of
+# times the bytes of the file. Each view that holds no more elements than
+# its storage, as every tensor a model's state dict holds does (an `expand`ed
+# buffer such as `position_ids` repeats along a dimension of size 1 only),
+# costs at most the storage's bytes and is always read. Views that hold more
+# share this allowance per file: enough for any broadcast buffer a model
+# registers, far below what exhausts a machine's memory.
+_REPEAT_BYTES = 64 << 20
+
+
 def _layout_problem(offset, size, stride) -> str | None:
     """What is wrong with a tensor's offset, size and stride, or `None`.
 
-    Each must be a non-negative int (a tuple of them for `size` and
+    Each must be an int in `[0, 2**63)` (a tuple of them for `size` and
     `stride`, of one length): then the tensor's elements lie between index
     `offset` and `offset + sum((n - 1) * s)` of its storage.
     """
@@ -157,23 +173,24 @@ def _layout_problem(offset, size, stride) -> str | None:
         return "a size or stride that is not a tuple"
     values = (offset, *size, *stride)
     if len(size) != len(stride) or not all(
-        isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in values
+        isinstance(v, int) and not isinstance(v, bool) and 0 <= v < _INT64_END
+        for v in values
     ):
-        return f"a tensor with offset {offset!r}, size {size!r} and stride {stride!r}"
+        return f"offset {offset!r:.40}, size {size!r:.80} and stride {stride!r:.80}"
     return None
 
 
 def _rebuild_tensor_v2(storage, storage_offset, size, stride, *rest):
-    """Stands in for `torch._utils._rebuild_tensor_v2`: records, runs nothing."""
+    """Stands in for `torch._utils._rebuild_tensor_v2`: records, runs nothing.
+
+    The layout is checked where the storage is read (`_tensor`), which knows
+    the tensor's key.
+    """
     if not isinstance(storage, _StorageRef):
         raise pickle.UnpicklingError("a tensor whose storage is not a storage")
     if not isinstance(size, (tuple, list)) or not isinstance(stride, (tuple, list)):
         raise pickle.UnpicklingError("a tensor whose size or stride is not a tuple")
-    size, stride = tuple(size), tuple(stride)
-    problem = _layout_problem(storage_offset, size, stride)
-    if problem is not None:
-        raise pickle.UnpicklingError(problem)
-    return _TensorRef(storage, storage_offset, size, stride)
+    return _TensorRef(storage, storage_offset, tuple(size), tuple(stride))
 
 
 class _RestrictedUnpickler(pickle.Unpickler):
@@ -363,13 +380,25 @@ def _legacy_storages(stream, keys, refs, size, path) -> dict[str, np.ndarray]:
     return out
 
 
-def _tensor(ref: _TensorRef, base: np.ndarray, path: str) -> np.ndarray:
-    """The array of a tensor record, its layout checked again before any read.
+class _RepeatAllowance:
+    """The bytes that one read's element-repeating views may still take."""
 
-    The offset, size and stride were checked when the pickle made the record;
-    they are checked again here, where they are used: every element the
-    strided view reads, from index `offset` to the last, must lie inside the
-    storage (or its legacy view).
+    def __init__(self, limit: int = _REPEAT_BYTES):
+        self.left = limit
+
+
+def _tensor(
+    ref: _TensorRef,
+    base: np.ndarray,
+    path: str,
+    key: str,
+    allowance: _RepeatAllowance | None = None,
+) -> np.ndarray:
+    """The array of the tensor `key`, its layout checked before any read.
+
+    Every element the strided view reads, from index `offset` to the last,
+    must lie inside the storage (or its legacy view), and a view holding more
+    elements than its storage draws on `allowance` (see `_REPEAT_BYTES`).
     """
     storage = ref.storage
     if storage.view is not None:
@@ -390,49 +419,90 @@ def _tensor(ref: _TensorRef, base: np.ndarray, path: str) -> np.ndarray:
         base = base[start : start + count]
     problem = _layout_problem(ref.offset, ref.size, ref.stride)
     if problem is not None:
-        raise CheckpointError(f"{path!r} holds {problem:.200}; the file is corrupt.")
-    if 0 in ref.size:
-        return np.zeros(ref.size, dtype=base.dtype.newbyteorder("="))
-    # Every stride is >= 0: the first element read is at `offset`, the last at
-    # `offset + sum((n - 1) * s)`.
-    first = ref.offset
-    last = first + sum((n - 1) * s for n, s in zip(ref.size, ref.stride, strict=True))
-    if first < 0 or last >= base.size:
         raise CheckpointError(
-            f"{path!r}: a tensor of shape {ref.size} reads elements {first} to "
-            f"{last} of a storage of {base.size}; the file is truncated or corrupt."
+            f"{path!r}: tensor {key!r:.100} has {problem}, not ints in [0, 2**63) "
+            "with one stride per dimension; the file is corrupt."
         )
-    item = base.dtype.itemsize
-    view = np.lib.stride_tricks.as_strided(
-        base[first:],
-        shape=ref.size,
-        strides=tuple(s * item for s in ref.stride),
-        writeable=False,
+    layout = (
+        f"tensor {key!r:.100} of size {ref.size!r:.80}, stride {ref.stride!r:.80} "
+        f"and offset {ref.offset}"
     )
-    return np.array(view, dtype=base.dtype.newbyteorder("="))
+    dims = tuple(zip(ref.size, ref.stride, strict=True))
+    elements = 1
+    for n, _ in dims:
+        elements *= n
+    # Every stride is >= 0: the first element read is at `offset`, the last
+    # at `offset + sum((n - 1) * s)`.
+    first = ref.offset
+    last = first + sum((n - 1) * s for n, s in dims)
+    if elements and last >= base.size:
+        raise CheckpointError(
+            f"{path!r}: {layout} reads elements {first} to {last} of a storage "
+            f"of {base.size} elements; the file is truncated or corrupt."
+        )
+    nbytes = elements * base.dtype.itemsize
+    if elements > base.size:
+        allowance = allowance or _RepeatAllowance()
+        if nbytes > allowance.left:
+            raise CheckpointError(
+                f"{path!r}: {layout} repeats the elements of a storage of "
+                f"{base.size} elements into {elements} ({nbytes} bytes), past the "
+                f"{_REPEAT_BYTES >> 20} MiB that a file's repeating views (zero or "
+                "overlapping strides) may hold in all; the file is corrupt."
+            )
+        allowance.left -= nbytes
+    dtype = base.dtype.newbyteorder("=")
+    item = base.dtype.itemsize
+    try:
+        if not elements:
+            return np.zeros(ref.size, dtype=dtype)
+        view = np.lib.stride_tricks.as_strided(
+            base[first:],
+            shape=ref.size,
+            # A dimension of size 1 is never stepped along, whatever its stride.
+            strides=tuple(s * item if n > 1 else 0 for n, s in dims),
+            writeable=False,
+        )
+        return np.array(view, dtype=dtype)
+    except ValueError as error:  # NumPy's limits: 64 dimensions, 2**63 bytes.
+        raise CheckpointError(
+            f"{path!r}: {layout} is not an array NumPy can hold "
+            f"({_one_line(error)}); the file is corrupt."
+        ) from None
 
 
-def _materialize(node, storage_of):
-    """`node` with every tensor reference replaced by its array."""
+def _materialize(node, storage_of, key: str = ""):
+    """`node` with every tensor reference replaced by its array.
+
+    `key` names `node` in errors: its keys and indices from the top, joined
+    by "/" (`"state_dict/fc.weight"`).
+    """
+
+    def inner(k):
+        return f"{key}/{k}" if key else str(k)
+
     if isinstance(node, _TensorRef):
-        return storage_of(node)
+        return storage_of(node, key)
     if isinstance(node, collections.OrderedDict):
         return collections.OrderedDict(
-            (k, _materialize(v, storage_of)) for k, v in node.items()
+            (k, _materialize(v, storage_of, inner(k))) for k, v in node.items()
         )
     if isinstance(node, dict):
-        return {k: _materialize(v, storage_of) for k, v in node.items()}
+        return {k: _materialize(v, storage_of, inner(k)) for k, v in node.items()}
     if isinstance(node, list):
-        return [_materialize(v, storage_of) for v in node]
+        return [_materialize(v, storage_of, inner(i)) for i, v in enumerate(node)]
     if isinstance(node, tuple):
-        return tuple(_materialize(v, storage_of) for v in node)
+        return tuple(_materialize(v, storage_of, inner(i)) for i, v in enumerate(node))
     if isinstance(node, (_StorageRef, _StorageType)):
         raise CheckpointError("A bare storage outside a tensor is not supported.")
     return node
 
 
 def _open(path: str):
-    """`(object tree with tensor references, tensor resolver, closer)`."""
+    """`(object tree with tensor references, tensor resolver, closer)`.
+
+    The resolver takes a tensor reference and its key.
+    """
     dtypes = _storage_dtypes()
     with open(path, "rb") as f:
         head = f.read(len(_LEGACY_PREFIX))
@@ -464,12 +534,13 @@ def _open(path: str):
             archive.close()
             raise
         cache = {}
+        allowance = _RepeatAllowance()
 
-        def resolve(ref: _TensorRef) -> np.ndarray:
+        def resolve(ref: _TensorRef, name: str) -> np.ndarray:
             key = ref.storage.key
             if key not in cache:
                 cache[key] = storages.read(ref.storage)
-            return _tensor(ref, cache[key], path)
+            return _tensor(ref, cache[key], path, name, allowance)
 
         return tree, resolve, archive.close
     if head != _LEGACY_PREFIX:
@@ -499,13 +570,15 @@ def _open(path: str):
             stream, keys, unpickler.storages, os.path.getsize(path), path
         )
 
-    def resolve(ref: _TensorRef) -> np.ndarray:
+    allowance = _RepeatAllowance()
+
+    def resolve(ref: _TensorRef, name: str) -> np.ndarray:
         if ref.storage.key not in bases:
             raise CheckpointError(
                 f"{path!r} refers to the storage {ref.storage.key!r}, which the "
                 "file lacks; it is truncated or corrupt."
             )
-        return _tensor(ref, bases[ref.storage.key], path)
+        return _tensor(ref, bases[ref.storage.key], path, name, allowance)
 
     return tree, resolve, lambda: None
 
@@ -575,7 +648,7 @@ def read_state_dict(
                 f"{path!r} holds no state dict: expected a dict of tensors, or a "
                 f"dict with one under {key!r}; found {found}."
             )
-        state = {name: resolve(ref) for name, ref in tree.items()}
+        state = {name: resolve(ref, name) for name, ref in tree.items()}
     finally:
         close()
     if all(name.startswith("module.") for name in state):

@@ -24,7 +24,6 @@ import os
 
 import numpy as np
 
-from keras_vit.weights._moved import forward
 from keras_vit.weights.errors import CheckpointError
 
 SUFFIXES = (".safetensors",)
@@ -131,7 +130,3 @@ def read_safetensors(
         tensors[name] = array
     del data
     return tensors
-
-
-# The old `keras_vit.weights.safetensors` names that live elsewhere now (deprecated).
-__getattr__ = forward(__name__)

@@ -1,4 +1,13 @@
-"""Small argument helpers shared by the layers and models."""
+"""Small argument helpers shared by the layers, models, data and exports.
+
+Example:
+
+```python
+from keras_vit.utils import to_pair
+
+to_pair(224, "image_size")  # (224, 224)
+```
+"""
 
 from __future__ import annotations
 
@@ -12,6 +21,11 @@ def to_pair(value, name: str) -> tuple[int, int]:
 
     Raises:
         ValueError: if `value` is not one or two positive ints.
+
+    Example:
+
+    >>> to_pair((224, 320), "image_size")
+    (224, 320)
     """
     pair = (value, value) if isinstance(value, int) else tuple(value)
     if len(pair) != 2 or any(int(v) != v or int(v) <= 0 for v in pair):

@@ -1,1 +1,0 @@
-"""Moved to `keras_vit.recipes.configs` (this name warns and will go)."""
