@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
+import socket
 
 import keras
 import numpy as np
 
 import keras_vit
+from keras_vit.recipes.configs import base
 
 
 def tiny_model(**kwargs) -> keras.Model:
@@ -106,3 +109,20 @@ def assign_reference_params(model: keras.Model, params: dict) -> None:
             model.get_layer(name).set_weights(
                 [params[key].reshape(-1), bias.reshape(-1)]
             )
+
+
+def digits_run_config(workdir, *overrides: str):
+    """The `digits` config with `--set`-style `overrides`, run in `workdir`."""
+    config = base.override(base.load_config("digits"), list(overrides))
+    return dataclasses.replace(config, workdir=str(workdir))
+
+
+def free_ports(count: int) -> list[int]:
+    """`count` loopback ports free at the time of the call."""
+    sockets = [socket.socket() for _ in range(count)]
+    for s in sockets:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in sockets]
+    for s in sockets:
+        s.close()
+    return ports

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import textwrap
@@ -16,6 +15,7 @@ import textwrap
 import numpy as np
 import pytest
 import tensorflow as tf
+from helpers import free_ports
 
 from keras_vit import training
 
@@ -131,18 +131,8 @@ def test_mirrored_over_two_cpu_replicas_matches_one_device(tmp_path):
         np.testing.assert_allclose(two[key], one[key], rtol=1e-4, atol=1e-6)
 
 
-def _free_ports(count):
-    sockets = [socket.socket() for _ in range(count)]
-    for s in sockets:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in sockets]
-    for s in sockets:
-        s.close()
-    return ports
-
-
 def test_multi_worker_run_with_two_local_workers_completes(tmp_path):
-    workers = [f"127.0.0.1:{port}" for port in _free_ports(2)]
+    workers = [f"127.0.0.1:{port}" for port in free_ports(2)]
     command = [
         sys.executable,
         "-m",

@@ -16,7 +16,6 @@ import csv
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import textwrap
@@ -24,6 +23,7 @@ import time
 
 import numpy as np
 import pytest
+from helpers import free_ports
 
 from keras_vit.recipes import common
 
@@ -79,16 +79,6 @@ print("RESULT " + json.dumps({"trained": len(result["history"].get("loss", []))}
 """
 
 
-def _free_ports(count):
-    sockets = [socket.socket() for _ in range(count)]
-    for s in sockets:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in sockets]
-    for s in sockets:
-        s.close()
-    return ports
-
-
 def _launch(workdir, workers, **env):
     processes = []
     for index in range(2):
@@ -134,7 +124,7 @@ def _finish(processes, timeout=300):
 def test_workers_killed_between_their_commits_agree_on_the_epoch_to_resume(
     tmp_path,
 ):
-    workers = [f"127.0.0.1:{port}" for port in _free_ports(2)]
+    workers = [f"127.0.0.1:{port}" for port in free_ports(2)]
     chief_backup = tmp_path / "backup"
     worker_backup = tmp_path / "backup_worker_1"
 

@@ -8,7 +8,6 @@ where an uninterrupted run ends, or fails loudly in one line.
 
 from __future__ import annotations
 
-import dataclasses
 import glob
 import json
 import os
@@ -19,9 +18,9 @@ import textwrap
 import keras
 import numpy as np
 import pytest
+from helpers import digits_run_config
 
 from keras_vit.recipes import train
-from keras_vit.recipes.configs import base
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # Three epochs of two steps of a tiny model; dropout and stochastic depth on,
@@ -44,8 +43,7 @@ RUN = [
 
 
 def _config(workdir, *extra):
-    config = base.override(base.load_config("digits"), [*RUN, *extra])
-    return dataclasses.replace(config, workdir=str(workdir))
+    return digits_run_config(workdir, *RUN, *extra)
 
 
 def _argv(workdir, *extra):

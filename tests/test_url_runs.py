@@ -11,7 +11,6 @@ to a local folder named after the URL. A scheme with no file system
 
 from __future__ import annotations
 
-import dataclasses
 import io
 import os
 import shutil
@@ -25,6 +24,7 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from helpers import digits_run_config
 
 from keras_vit import atomic
 from keras_vit import data
@@ -52,8 +52,7 @@ RUN = [
 
 
 def _config(workdir, *extra):
-    config = base.override(base.load_config("digits"), [*RUN, *extra])
-    return dataclasses.replace(config, workdir=str(workdir))
+    return digits_run_config(workdir, *RUN, *extra)
 
 
 def _url(name):
