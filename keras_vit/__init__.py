@@ -35,6 +35,7 @@ from keras_vit import recipes
 from keras_vit import resample
 from keras_vit import training
 from keras_vit import weights
+from keras_vit.inference import predict
 from keras_vit.models import ALTERNETS
 from keras_vit.models import BACKBONES
 from keras_vit.models import FAMILIES
@@ -56,6 +57,7 @@ from keras_vit.models import EncoderOptions
 from keras_vit.models import PreActResNet
 from keras_vit.models import PreActResNet18
 from keras_vit.models import PreActResNet50
+from keras_vit.models import Preprocessing
 from keras_vit.models import R26_ViT_B32
 from keras_vit.models import R26_ViT_S32
 from keras_vit.models import R50_ViT_B16
@@ -79,6 +81,9 @@ from keras_vit.models import family_model
 from keras_vit.models import feature_extractor
 from keras_vit.models import parse_variant
 from keras_vit.models import with_image_size
+from keras_vit.pretrained import from_pretrained
+from keras_vit.pretrained import push_to_hub
+from keras_vit.pretrained import save_pretrained
 from keras_vit.resample import resample_patch_embedding
 from keras_vit.resample import resample_position_embedding
 from keras_vit.version import __version__ as __version__
@@ -108,6 +113,7 @@ __all__ = [
     "FAMILY_MODELS",
     "feature_extractor",
     "finetune",
+    "from_pretrained",
     "imagenet",
     "interop",
     "layers",
@@ -115,10 +121,13 @@ __all__ = [
     "models",
     "NAMED_MODELS",
     "parse_variant",
+    "predict",
     "PREACT_RESNETS",
     "PreActResNet",
     "PreActResNet18",
     "PreActResNet50",
+    "Preprocessing",
+    "push_to_hub",
     "R26_ViT_B32",
     "R26_ViT_S32",
     "R50_ViT_B16",
@@ -127,6 +136,7 @@ __all__ = [
     "resample",
     "resample_patch_embedding",
     "resample_position_embedding",
+    "save_pretrained",
     "ResNetSpec",
     "SigLIP_B16",
     "SigLIP_So400m14",

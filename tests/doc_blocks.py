@@ -59,11 +59,9 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import glob
-import json
 import math
 import os
 import re
-import struct
 import textwrap
 import types
 from collections.abc import Callable
@@ -74,6 +72,7 @@ import keras
 import numpy as np
 
 from keras_vit import keras_internals
+from keras_vit.weights.formats.safetensors import write_safetensors  # noqa: F401
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -436,32 +435,34 @@ def tiny_world(
         stack.enter_context(
             mock.patch.dict(os.environ, {"KERAS_HOME": os.fspath(keras_home)})
         )
+        stack.enter_context(_fixture_hub(os.path.join(keras_home, "hf_home")))
         stack.enter_context(_set_aside_deferred_variables())
         limit = MAX_WEIGHTS if max_weights is None else max_weights
         stack.enter_context(_weight_budget(limit))
         yield
 
 
+@contextlib.contextmanager
+def _fixture_hub(root: str) -> Iterator[None]:
+    """The Hub, offline, as a cache of the tiny fixture repositories: the
+    names the docs load (`from_pretrained("vit_base_patch16_224....")`)
+    give tiny models, and any other name fails as offline."""
+    from helpers import hub_cache
+    from huggingface_hub import constants
+
+    cache = (
+        hub_cache(root)
+        if not os.path.isdir(os.path.join(root, "hub"))
+        else (os.path.join(root, "hub"))
+    )
+    with (
+        mock.patch.object(constants, "HF_HUB_CACHE", cache),
+        mock.patch.object(constants, "HF_HUB_OFFLINE", True),
+    ):
+        yield
+
+
 # --- Files the docs name -----------------------------------------------------
-
-_SAFETENSORS_DTYPES = {np.dtype("float32"): "F32"}
-
-
-def write_safetensors(path: str | os.PathLike, tensors: dict[str, np.ndarray]) -> None:
-    """Writes `tensors` as a `.safetensors` file (float32 only)."""
-    header, offset, chunks = {}, 0, []
-    for key, array in tensors.items():
-        data = np.ascontiguousarray(array).tobytes()
-        header[key] = {
-            "dtype": _SAFETENSORS_DTYPES[array.dtype],
-            "shape": list(array.shape),
-            "data_offsets": [offset, offset + len(data)],
-        }
-        offset += len(data)
-        chunks.append(data)
-    encoded = json.dumps(header).encode()
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(encoded)) + encoded + b"".join(chunks))
 
 
 def timm_checkpoint(
@@ -610,6 +611,15 @@ def _readme_prelude() -> dict:
     # A run's own model, as `recipes.train` writes it.
     os.makedirs("my_run", exist_ok=True)
     keras_vit.ViT("B/16", num_classes=10).save("my_run/final.keras")
+    with open("cat.jpg", "wb") as f:
+        f.write(_jpeg())
+    return {}
+
+
+def _predict_prelude() -> dict:
+    for name, seed in (("cat.jpg", 0), ("dog.jpg", 1)):
+        with open(name, "wb") as f:
+            f.write(_jpeg(seed=seed))
     return {}
 
 
@@ -621,4 +631,5 @@ PRELUDES: dict[str, Callable[[], dict]] = {
     "docs/self_supervision.md": _self_supervision_prelude,
     "docs/serving.md": _serving_prelude,
     "docs/migrating.md": _migrating_prelude,
+    "docs/predict.md": _predict_prelude,
 }

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import inspect
+import os
+import shutil
 import socket
 
 import keras
@@ -126,3 +129,37 @@ def free_ports(count: int) -> list[int]:
     for s in sockets:
         s.close()
     return ports
+
+
+# -- a Hugging Face Hub cache on disk -----------------------------------------
+
+# The tiny timm and transformers repositories of `tests/fixtures/hub/`
+# (`scripts/make_hub_fixtures.py`), by the names users type.
+HUB = os.path.join(os.path.dirname(__file__), "fixtures", "hub")
+# Hub repository -> fixture folder.
+TIMM = {
+    "vit_base_patch16_224.augreg2_in21k_ft_in1k": "augreg",
+    "deit3_small_patch16_224.fb_in22k_ft_in1k": "deit3",
+    "vit_small_patch14_reg4_dinov2.lvd142m": "dinov2",
+    "vit_base_patch16_siglip_224.webli": "siglip",
+}
+TRANSFORMERS = ("google/vit-base-patch16-224", "facebook/dinov2-small")
+REPOS = {f"timm/{name}": f"timm--{name}" for name in TIMM} | {
+    repo: repo.replace("/", "--") for repo in TRANSFORMERS
+}
+
+
+def hub_cache(root, repos=REPOS) -> str:
+    """A Hub cache under `root` holding `repos`; returns its `hub` folder."""
+    cache = os.path.join(os.fspath(root), "hub")
+    for repo, folder in repos.items():
+        org, name = repo.split("/")
+        base = os.path.join(cache, f"models--{org}--{name}")
+        commit = hashlib.sha1(repo.encode()).hexdigest()  # 40 hex digits
+        os.makedirs(os.path.join(base, "refs"), exist_ok=True)
+        with open(os.path.join(base, "refs", "main"), "w") as f:
+            f.write(commit)  # no newline, as huggingface_hub writes it
+        shutil.copytree(
+            os.path.join(HUB, folder), os.path.join(base, "snapshots", commit)
+        )
+    return cache

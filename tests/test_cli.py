@@ -322,7 +322,8 @@ def test_both_recipes_speak_one_config_language():
         "num_classes",  # From the data.
         "include_top",  # Recipes train a head (pre-training: its own).
         "classifier_activation",  # Logits: the loss applies the softmax.
-        "include_preprocessing",  # The pipeline already gives [-1, 1].
+        "include_preprocessing",  # The pipeline normalises (the model's contract).
+        "preprocessing",  # The checkpoint's (`init_from`), carried by the model.
         "backbone",  # A hybrid is a variant: "R50+B/16".
         "weights",  # `init_from` (train).
         "name",

@@ -111,6 +111,14 @@ FAILURES = {
     ),
     "convert": (["in.npz", "out.txt"], "must end in .weights.h5 or .keras"),
     "fewshot": (["--variant", "test/4", "--shots", "1,x"], "--shots"),
+    "predict": (
+        ["--model", "x.keras", "--top-k", "0", "a.jpg"],
+        "--top-k: not a positive integer",
+    ),
+    "validate": (
+        ["--model", "x.keras", "--data", "folder:x", "--batch-size", "0"],
+        "--batch-size: not a positive integer",
+    ),
 }
 
 

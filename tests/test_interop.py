@@ -287,3 +287,25 @@ def test_unknown_keras_hub_architecture_is_named():
     model = keras_vit.ViT("test/4", image_size=16, num_classes=3)
     with pytest.raises(ValueError, match="'vit' or 'dinov2'"):
         to_keras_hub(model, backbone="siglip")
+
+
+def test_a_keras_hub_preset_folder_loads_by_name(tmp_path):
+    """`from_pretrained(folder)` of a preset keras-hub saved: its outputs and
+    its image converter's scale and offset as the input contract."""
+    classifier = _classifier()
+    classifier.save_to_preset(str(tmp_path / "preset"))
+    vit = keras_vit.from_pretrained(str(tmp_path / "preset"))
+    images = _images()
+    _close(vit(images), classifier(images))
+    assert vit.preprocessing == keras_vit.Preprocessing()  # none saved: ViT's
+    converter = keras_hub.layers.ViTImageConverter(
+        image_size=(16, 16), scale=1 / 255.0, offset=0.0, interpolation="bicubic"
+    )
+    classifier.preprocessor = keras_hub.models.ViTImageClassifierPreprocessor(
+        image_converter=converter
+    )
+    classifier.save_to_preset(str(tmp_path / "with_converter"))
+    vit = keras_vit.from_pretrained(str(tmp_path / "with_converter"))
+    prep = vit.preprocessing
+    assert prep.mean == (0.0, 0.0, 0.0) and prep.std == (1.0, 1.0, 1.0)
+    assert (prep.interpolation, prep.image_size) == ("bicubic", (16, 16))

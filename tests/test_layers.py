@@ -315,6 +315,7 @@ def test_std_conv_standardises_and_matches_reference():
 
 ALL_LAYERS = [
     layers.PatchEmbedding(16, (4, 2)),
+    layers.TokenGrid(5, (16, 8)),
     layers.ClassToken(),
     layers.AddPositionEmbedding((2, 3), num_prefix_tokens=0),
     layers.AddPositionEmbedding(

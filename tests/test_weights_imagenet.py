@@ -20,14 +20,22 @@ def test_decode_predictions_on_a_known_vector():
     preds = np.zeros((2, 1000), "float32")
     preds[0, [281, 409, 954]] = [5.0, 3.0, 1.0]
     preds[1, 999] = 2.0
+    # Logits (values outside [0, 1]) are reported as softmax probabilities.
     decoded = imagenet.decode_predictions(preds, top=3)
-    assert decoded[0] == [
-        ("n02123045", "tabby", 5.0),
-        ("n02708093", "analog clock", 3.0),
-        ("n07753592", "banana", 1.0),
-    ]
-    assert decoded[1][0] == ("n15075141", "toilet tissue", 2.0)
+    exp = np.exp(preds.astype(np.float64) - preds.max(1, keepdims=True))
+    probs = exp / exp.sum(1, keepdims=True)
+    assert [(w, n) for w, n, _ in decoded[0]] == [
+        ("n02123045", "tabby"), ("n02708093", "analog clock"), ("n07753592", "banana")
+    ]  # fmt: skip
+    np.testing.assert_allclose(
+        [p for *_, p in decoded[0]], probs[0, [281, 409, 954]], rtol=1e-6
+    )
+    assert decoded[1][0][:2] == ("n15075141", "toilet tissue")
+    assert decoded[1][0][2] == pytest.approx(probs[1, 999], rel=1e-6)
     assert len(imagenet.decode_predictions(preds)[0]) == 5
+    # Scores that are already probabilities come back as they are.
+    raw = imagenet.decode_predictions(preds, top=1, from_logits=False)
+    assert raw[0] == [("n02123045", "tabby", 5.0)]
 
 
 @pytest.mark.parametrize("shape", [(1000,), (2, 10), (1, 21843)])

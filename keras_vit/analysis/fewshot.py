@@ -622,8 +622,13 @@ def few_shot_pools(
     data_dir: str | None = None,
     max_test_examples: int | None = None,
     batch_size: int = 128,
+    preprocessing=None,
 ):
     """The labelled pools of a few-shot evaluation, as `tf.data` pipelines.
+
+    Images are prepared as `eval_dataset` prepares them for a model whose
+    input contract is `preprocessing` (`preprocessing_of(model)`; `None`
+    for the paper's `[-1, 1]`).
 
     Returns:
         `(train, test, subsets)`: `train` yields the drawn training images
@@ -641,7 +646,10 @@ def few_shot_pools(
     used = np.unique(np.concatenate([i for draw in draws for i in draw.values()]))
     subsets = [{s: np.searchsorted(used, i) for s, i in d.items()} for d in draws]
     options = dict(
-        image_size=image_size, global_batch_size=batch_size, channels=channels
+        image_size=image_size,
+        global_batch_size=batch_size,
+        channels=channels,
+        preprocessing=preprocessing,
     )
     train = eval_dataset(select(train_source, used), **options)
     test_source = load_source(dataset, test_split, data_dir)

@@ -10,7 +10,9 @@
   RandAugment/MixUp/CutMix).
 - `RandAugment(num_ops, magnitude)`: stateless RandAugment in TensorFlow
   ops, called per image with a seed (`keras_vit.data.randaugment`).
-- `transforms`: `decode_image`, `eval_resize`, `to_model_range`.
+- `transforms`: `decode_image`, `resize_and_crop`, `normalize` and
+  `prepare_image` (by a model's input contract), `eval_resize` and
+  `to_model_range` (the paper's).
 
 Example:
 
@@ -44,6 +46,9 @@ from keras_vit.data.randaugment import RANDAUGMENT_OPS
 from keras_vit.data.randaugment import RandAugment
 from keras_vit.data.transforms import decode_image
 from keras_vit.data.transforms import eval_resize
+from keras_vit.data.transforms import normalize
+from keras_vit.data.transforms import prepare_image
+from keras_vit.data.transforms import resize_and_crop
 from keras_vit.data.transforms import to_model_range
 
 __all__ = [
@@ -58,6 +63,9 @@ __all__ = [
     "digits",
     "eval_dataset",
     "eval_resize",
+    "normalize",
+    "prepare_image",
+    "resize_and_crop",
     "full_batches",
     "image_folder",
     "inception_crop",

@@ -16,6 +16,13 @@ position)`. Every epoch shuffles with a seed derived from `(seed, epoch)` and
 every image's crop, flip and RandAugment use seeds derived from `(seed, epoch,
 index)`. The stream starts at `start_epoch`, so a run resumed at epoch `k`
 reads exactly what an uninterrupted run reads from epoch `k` on.
+
+Input contract: both pipelines end with the model's normalisation,
+`preprocessing` (a `keras_vit.Preprocessing`, `preprocessing_of(model)`;
+default the paper's `[-1, 1]`). Training augmentation (Inception crop,
+flip, RandAugment, MixUp/CutMix) is the same whatever the contract; the
+evaluation resize and central crop follow it
+(`keras_vit.data.transforms.prepare_image`).
 """
 
 from __future__ import annotations
@@ -31,8 +38,11 @@ from keras_vit.data.augment import Augmentation
 from keras_vit.data.randaugment import RandAugment
 from keras_vit.data.source import ImageSource
 from keras_vit.data.transforms import decode_image
-from keras_vit.data.transforms import eval_resize
-from keras_vit.data.transforms import to_model_range
+from keras_vit.data.transforms import normalize
+from keras_vit.data.transforms import prepare_image
+from keras_vit.data.transforms import with_crop_fraction
+from keras_vit.models.preprocessing import Preprocessing
+from keras_vit.models.preprocessing import as_preprocessing
 from keras_vit.utils import to_pair
 
 AUTOTUNE = tf.data.AUTOTUNE
@@ -99,6 +109,7 @@ def train_dataset(
     channels: int = 3,
     augmentation: Augmentation = Augmentation(),  # noqa: B008 (frozen)
     shuffle_buffer: int = 10_000,
+    preprocessing: Preprocessing | None = None,
 ) -> tf.data.Dataset:
     """The training stream: shuffled, augmented, batched, prefetched.
 
@@ -113,8 +124,8 @@ def train_dataset(
 
     1. `epoch_examples`: one epoch's examples in a seeded order, each with
        its own seed.
-    2. `augment_example`: decode, crop, resize, flip, RandAugment, `[-1, 1]`,
-       one-hot label.
+    2. `augment_example`: decode, crop, resize, flip, RandAugment, the
+       contract's normalisation, one-hot label.
     3. `batch_and_mix`: whole global batches, then MixUp/CutMix.
 
     Args:
@@ -134,11 +145,14 @@ def train_dataset(
             crop and flip.
         shuffle_buffer: Examples in the shuffle buffer (capped at the
             source's size, which makes it a full shuffle).
+        preprocessing: The model's input contract (`preprocessing_of(model)`):
+            the augmented `[0, 255]` images are normalised with its mean and
+            std. Defaults to the paper's (`[-1, 1]`).
 
     Returns:
         A `tf.data.Dataset` of `(images, labels)`: `float32 (global_batch_size,
-        height, width, channels)` in `[-1, 1]` and `float32
-        (global_batch_size, num_classes)`.
+        height, width, channels)` normalised by `preprocessing` (`[-1, 1]`
+        by default) and `float32 (global_batch_size, num_classes)`.
 
     Example:
 
@@ -168,6 +182,7 @@ def train_dataset(
         image_size=_pair(image_size),
         channels=channels,
         augmentation=augmentation,
+        preprocessing=as_preprocessing(preprocessing),
     )
     dataset = tf.data.Dataset.range(int(start_epoch), int(epochs)).flat_map(
         lambda epoch: epoch_examples(source, plan, base_seed, epoch, augment_one)
@@ -277,9 +292,17 @@ def _shuffled_pass(source, buffer, epoch_seed, index):
 
 
 def augment_example(
-    image, label, example_seed, *, source, image_size, channels, augmentation
+    image,
+    label,
+    example_seed,
+    *,
+    source,
+    image_size,
+    channels,
+    augmentation,
+    preprocessing=None,
 ):
-    """Decode (encoded sources), augment and scale one example; one-hot label.
+    """Decode (encoded sources), augment and normalise one example; one-hot label.
 
     Args:
         image: `uint8 (height, width, channels)` or encoded bytes.
@@ -290,10 +313,12 @@ def augment_example(
         image_size: `(height, width)` of the output.
         channels: Output channels.
         augmentation: The `Augmentation`.
+        preprocessing: The input contract whose normalisation ends the
+            transform; `None` for the paper's `[-1, 1]`.
 
     Returns:
-        `(image, one_hot)`: `float32 (height, width, channels)` in `[-1, 1]`
-        and `float32 (num_classes,)`.
+        `(image, one_hot)`: `float32 (height, width, channels)` normalised by
+        `preprocessing` and `float32 (num_classes,)`.
     """
     if source.encoded:
         image = decode_image(image)
@@ -311,7 +336,8 @@ def augment_example(
             augmentation.randaugment_ops, augmentation.randaugment_magnitude
         )
         image = randaugment(image, _randaugment_seed(example_seed))
-    return to_model_range(image), tf.one_hot(label, source.num_classes)
+    image = normalize(image, preprocessing)
+    return image, tf.one_hot(label, source.num_classes)
 
 
 def batch_and_mix(dataset, batch_size, augmentation, seed):
@@ -336,26 +362,32 @@ def eval_dataset(
     *,
     image_size: int | tuple[int, int],
     global_batch_size: int,
-    crop_fraction: float = 1.0,
+    crop_fraction: float | None = None,
     channels: int = 3,
     drop_remainder: bool = False,
     cache: bool = False,
+    preprocessing: Preprocessing | None = None,
 ) -> tf.data.Dataset:
-    """The evaluation stream: resize (optionally central crop), `[-1, 1]`.
+    """The evaluation stream: resize and crop, normalise, by the model's contract.
 
     Args:
         source: An `ImageSource`.
         image_size: Output size, an int or `(height, width)`.
         global_batch_size: Examples per batch over all replicas.
-        crop_fraction: Central crop before resizing; 1.0 (default) resizes
-            the whole image, as the reference evaluation does. See
-            `keras_vit.data.transforms.eval_resize`.
+        crop_fraction: The central crop (timm's `crop_pct`), overriding the
+            contract's; `None` (default) takes the contract's (1.0, the
+            whole image, for the paper's). See
+            `keras_vit.data.transforms.resize_and_crop`.
         channels: Output channels. Defaults to 3.
         drop_remainder: Drop a last partial batch (needed on TPUs, which
             require static shapes). Defaults to `False`.
         cache: Preprocess the whole set now, once, and keep it in memory
             (for small sets). Defaults to `False`. An image that fails to
             decode is then found now: a `ValueError` naming its file.
+        preprocessing: The model's input contract (`preprocessing_of(model)`):
+            its resize filter, crop and normalisation. Defaults to the
+            paper's: the whole image resized with plain bilinear
+            interpolation (`eval_resize`), `[-1, 1]` (`to_model_range`).
 
     Returns:
         A `tf.data.Dataset` of `(images, labels)` like `train_dataset`'s,
@@ -365,12 +397,13 @@ def eval_dataset(
     """
     image_size = _pair(image_size)
     num_classes = source.num_classes
+    preprocessing = with_crop_fraction(preprocessing, crop_fraction)
 
     def transform(image, label):
         if source.encoded:
             image = decode_image(image)
         image = _match_channels(image, channels)
-        image = to_model_range(eval_resize(image, image_size, crop_fraction))
+        image = prepare_image(image, preprocessing, image_size)
         return image, tf.one_hot(label, num_classes)
 
     dataset = source.dataset.map(transform, num_parallel_calls=AUTOTUNE)

@@ -40,6 +40,7 @@ from keras_vit.export.signatures import ServingGraph
 from keras_vit.export.signatures import build_archive
 from keras_vit.export.warmup import WARMUP_FILE
 from keras_vit.export.warmup import write_warmup_file
+from keras_vit.models.preprocessing import preprocessing_of
 from keras_vit.models.resize import with_image_size
 from keras_vit.utils import to_pair
 from keras_vit.version import __version__
@@ -57,7 +58,7 @@ def export(
     top_k: int = 5,
     overwrite: bool = False,
     image_size: int | tuple[int, int] | None = None,
-    crop_fraction: float = 1.0,
+    crop_fraction: float | None = None,
     warmup: bool = True,
     bytes_image_size: int | tuple[int, int] | None = None,
     max_image_size: int = 1024,
@@ -73,15 +74,19 @@ def export(
     - `serving_float`: the same with float32 pixels in `[0, 255]`.
     - `serving_bytes`: `image_bytes` string `(batch,)` of encoded images ->
       `probabilities`, `top_k_classes`, `top_k_scores` (and `top_k_names`
-      when `class_names` is given). Images are decoded and resized as in
-      evaluation (`keras_vit.data.transforms.eval_resize`).
+      when `class_names` is given). Images are decoded, resized and
+      centre-cropped by the model's input contract, as in evaluation
+      (`keras_vit.data.transforms.resize_and_crop`).
     - `features`: `images` uint8 -> `pooled`, the image representation.
 
-    Preprocessing (`[0, 255]` -> `[-1, 1]`) is part of the graph, and each
+    Preprocessing is part of the graph: pixels in `[0, 255]` are normalised
+    by the model's input contract (`model.preprocessing`: `(x / 255 - mean)
+    / std`, `[-1, 1]` for the paper's ViT, ImageNet's mean and std for DeiT
+    III and DINOv2), and each
     signature checks the shape of its input: a batch of another size or
     channel count fails that request with an `InvalidArgumentError` saying
     what was expected and what came. A small JSON description of the export
-    (image size, classes, signatures) is written to
+    (image size, classes, signatures, the input contract) is written to
     `assets.extra/keras_vit_export.json`, and TF Serving's warm-up requests
     (one per signature) to `assets.extra/tf_serving_warmup_requests`.
 
@@ -104,9 +109,10 @@ def export(
         image_size: Serve at another resolution, an int or `(height, width)`.
             The model is rebuilt with `keras_vit.with_image_size`, position
             embeddings resampled. Defaults to the model's own size.
-        crop_fraction: Central crop of decoded images before the resize, in
-            `(0, 1]`. Defaults to 1.0 (plain resize, as the reference's
-            evaluation).
+        crop_fraction: The central crop of decoded images in `serving_bytes`
+            (timm's `crop_pct`), in `(0, 1]`, overriding the contract's.
+            Defaults to `None`: the model's contract's (1.0, a plain resize
+            of the whole image, for the paper's).
         warmup: Write TF Serving's warm-up file, so that a new version is
             warmed up before it serves. Defaults to `True`.
         bytes_image_size: For a dynamic-size model
@@ -143,6 +149,7 @@ def export(
         _check_url_version(path, overwrite)
     else:
         atomic.check_target(path, overwrite, is_dir=True)
+    preprocessing = preprocessing_of(model)  # Kept at another resolution.
     if image_size is not None and to_pair(image_size, "image_size") != tuple(
         model.input_shape[1:3]
     ):
@@ -150,7 +157,13 @@ def export(
     # Everything that can fail on the model or the arguments fails here,
     # before anything is written.
     graph = ServingGraph(
-        model, class_names, top_k, crop_fraction, bytes_image_size, max_image_size
+        model,
+        class_names,
+        top_k,
+        crop_fraction,
+        bytes_image_size,
+        max_image_size,
+        preprocessing=preprocessing,
     )
     archive = build_archive(graph)
 
@@ -244,7 +257,13 @@ def metadata(graph: ServingGraph, warmup: bool = True) -> dict:
         "class_names": list(graph.class_names) if graph.class_names else None,
         "top_k": graph.top_k,
         "crop_fraction": graph.crop_fraction,
-        "input_range": "[0, 255]; mapped to [-1, 1] inside the graph",
+        "input_range": (
+            "[0, 255]; normalised inside the graph by `preprocessing`: "
+            "(x / 255 - mean) / std"
+        ),
+        # The input contract served: normalisation, and serving_bytes'
+        # resize and crop (`keras_vit.Preprocessing.from_config`).
+        "preprocessing": graph.preprocessing.get_config(),
         "signatures": sorted(graph.functions()),
         "warmup_file": WARMUP_FILE if warmup else None,
         "keras_vit_version": __version__,

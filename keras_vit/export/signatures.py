@@ -1,9 +1,13 @@
 """The serving signatures: what an exported ViT takes and returns.
 
-Every signature runs the same graph: pixels in `[0, 255]` are mapped to the
-model's `[-1, 1]` range inside the graph, one forward pass gives the pooled
-representation, and the head's affine map gives the logits. Clients never
-need to know the normalisation.
+Every signature runs the same graph: pixels in `[0, 255]` are normalised
+inside the graph by the model's input contract (`model.preprocessing`, a
+`keras_vit.Preprocessing`: `(x / 255 - mean) / std`, e.g. `[-1, 1]` for the
+paper's ViT and SigLIP, ImageNet's mean and std for DeiT III and DINOv2),
+one forward pass gives the pooled representation, and the head's affine map
+gives the logits. Clients never need to know the normalisation, and
+`serving_bytes` resizes and centre-crops decoded images by the same
+contract (filter, antialiasing, crop), as the checkpoint was evaluated.
 
 | signature | input (dtype, shape) | outputs (dtype, shape) |
 |---|---|---|
@@ -35,11 +39,16 @@ import keras
 import tensorflow as tf
 
 from keras_vit.data.transforms import decode_image
-from keras_vit.data.transforms import eval_resize
-from keras_vit.data.transforms import to_model_range
+from keras_vit.data.transforms import normalize
+from keras_vit.data.transforms import resize_and_crop
+from keras_vit.data.transforms import resize_image
+from keras_vit.data.transforms import with_crop_fraction
 from keras_vit.models import layout as names
 from keras_vit.models.features import feature_extractor
 from keras_vit.models.layout import ViTLayout
+from keras_vit.models.preprocessing import Preprocessing
+from keras_vit.models.preprocessing import as_preprocessing
+from keras_vit.models.preprocessing import preprocessing_of
 from keras_vit.utils import to_pair
 
 SERVING_DEFAULT = "serving_default"
@@ -66,9 +75,10 @@ class ServingGraph:
             `serving_bytes`.
         top_k: Classes reported by `serving_bytes` (clipped to the number of
             classes). Defaults to 5.
-        crop_fraction: Central crop applied to decoded images before the
-            resize, see `keras_vit.data.transforms.eval_resize`. Defaults to
-            1.0 (plain resize, as the reference's evaluation).
+        crop_fraction: The central crop of decoded images in `serving_bytes`
+            (timm's `crop_pct`, see `keras_vit.data.transforms.
+            resize_and_crop`), overriding the contract's. Defaults to `None`:
+            the model's contract's (1.0, a plain resize, for the paper's).
         bytes_image_size: For a dynamic-size model, the size `serving_bytes`
             resizes every image to; `None` (default) keeps each image's own
             size (bounded by `max_image_size`). Static models always resize
@@ -76,6 +86,9 @@ class ServingGraph:
         max_image_size: For a dynamic-size model with `bytes_image_size=None`:
             images whose longer side exceeds it are shrunk to it (aspect
             kept). Defaults to 1024.
+        preprocessing: The input contract to serve with; defaults to the
+            model's (`preprocessing_of(model)`, the paper's for a model that
+            carries none).
     """
 
     def __init__(
@@ -83,9 +96,10 @@ class ServingGraph:
         model: keras.Model,
         class_names: Sequence[str] | None = None,
         top_k: int = 5,
-        crop_fraction: float = 1.0,
+        crop_fraction: float | None = None,
         bytes_image_size: int | tuple[int, int] | None = None,
         max_image_size: int = 1024,
+        preprocessing: Preprocessing | None = None,
     ):
         if len(model.inputs) != 1 or len(model.input_shape) != 4:
             raise ValueError(
@@ -109,10 +123,16 @@ class ServingGraph:
             )
         if int(top_k) < 1:
             raise ValueError(f"`top_k` must be >= 1. Received: top_k={top_k}")
-        if not 0.0 < float(crop_fraction) <= 1.0:
+        if crop_fraction is not None and not 0.0 < float(crop_fraction) <= 1.0:
             raise ValueError(
                 f"`crop_fraction` must be in (0, 1]. Received: {crop_fraction}"
             )
+        if preprocessing is None:
+            preprocessing = preprocessing_of(model)
+        # The contract the signatures apply: the model's, crop overridden.
+        self.preprocessing = with_crop_fraction(
+            as_preprocessing(preprocessing), crop_fraction
+        )
         self.model = model
         self.dynamic = layout.dynamic
         # The example and (static) serving size; a dynamic model's native one.
@@ -129,7 +149,7 @@ class ServingGraph:
                 else to_pair(bytes_image_size, "bytes_image_size")
             )
         self.max_image_size = int(max_image_size)
-        self.crop_fraction = float(crop_fraction)
+        self.crop_fraction = self.preprocessing.crop_fraction
         # One functional model over the same layers gives the representation;
         # the logits follow from it through the head's weights.
         self.features_model = feature_extractor(
@@ -223,8 +243,11 @@ class ServingGraph:
 
     def _forward(self, pixels: tf.Tensor) -> dict[str, tf.Tensor]:
         """`(B, H, W, 3)` float32 pixels in `[0, 255]` -> every output."""
-        # A model with a `preprocessing` layer maps [0, 255] itself.
-        x = pixels if self.includes_preprocessing else to_model_range(pixels)
+        # A model with a `preprocessing` layer normalises [0, 255] itself.
+        if self.includes_preprocessing:
+            x = pixels
+        else:
+            x = normalize(pixels, self.preprocessing)
         pooled = self.features_model(x, training=False)["pooled"]
         outputs = {"pooled": tf.cast(pooled, tf.float32)}  # (B, D)
         if self.head is None:
@@ -265,13 +288,14 @@ class ServingGraph:
     def decode(self, image_bytes: tf.Tensor) -> tf.Tensor:
         """`(B,)` encoded images -> `(B, H, W, 3)` float32 pixels in `[0, 255]`.
 
-        Every image is resized to `bytes_image_size`.
+        Every image is resized and centre-cropped to `bytes_image_size` by
+        the contract (`keras_vit.data.transforms.resize_and_crop`).
         """
         height, width = self.bytes_image_size
 
         def load(contents):
             image = decode_image(contents)
-            return eval_resize(image, self.bytes_image_size, self.crop_fraction)
+            return resize_and_crop(image, self.preprocessing, self.bytes_image_size)
 
         return tf.map_fn(
             load,
@@ -284,7 +308,9 @@ class ServingGraph:
 
         The longer side is shrunk to `max_image_size` when larger (aspect
         kept); each side is then rounded to a multiple of the token stride
-        (at least one token), unless the model pads images itself.
+        (at least one token), unless the model pads images itself. The
+        contract's crop fraction is cut first (a central window of that
+        fraction of each side) and its filter resizes.
         """
         if self.crop_fraction < 1.0:
             image = tf.image.central_crop(image, self.crop_fraction)
@@ -295,8 +321,9 @@ class ServingGraph:
             stride = tf.constant(self.stride, tf.float32)
             size = tf.maximum(tf.round(size / stride), 1.0) * stride
         size = tf.cast(tf.maximum(tf.round(size), 1.0), tf.int32)
-        image = tf.image.resize(image, size, method="bilinear")  # as eval_resize
-        return tf.cast(image, tf.float32)  # (h, w, 3)
+        # The contract's filter (plain bilinear for the paper's, as
+        # `eval_resize`).
+        return resize_image(image, self.preprocessing, size)  # (h, w, 3)
 
     def classify_each(self, image_bytes: tf.Tensor) -> dict[str, tf.Tensor]:
         """`(B,)` encoded images, each run at its own size (dynamic models)."""

@@ -42,6 +42,8 @@ back = keras_vit.interop.to_keras_hub(model)  # a keras_hub ViTBackbone
 
 from __future__ import annotations
 
+import os
+
 import keras
 import numpy as np
 
@@ -183,6 +185,22 @@ def _zero_biases(backbone, params) -> dict:
             )
             out[f"{keys.MLP_2.format(i=i)}/bias"] = np.zeros((dim,), np.float32)
     return {k: v for k, v in out.items() if k not in params}
+
+
+def load_preset(folder: str):
+    """The keras-hub model of a preset folder: its task (a classifier) when
+    the preset has one (`task.json`), else its backbone.
+
+    Example:
+
+    ```python
+    hub_model = load_preset("/path/to/vit_base_patch16_224_imagenet")
+    ```
+    """
+    keras_hub = _keras_hub()
+    if os.path.isfile(os.path.join(folder, "task.json")):
+        return keras_hub.models.ImageClassifier.from_preset(folder)
+    return keras_hub.models.Backbone.from_preset(folder)
 
 
 def from_keras_hub(model, **kwargs) -> keras.Model:

@@ -32,6 +32,7 @@ from keras_vit.layers.pooling import TokenPooling
 from keras_vit.layers.position_embedding import AddPositionEmbedding
 from keras_vit.layers.register_tokens import RegisterTokens
 from keras_vit.layers.std_conv import StdConv2D
+from keras_vit.layers.token_grid import TokenGrid
 from keras_vit.layers.transformer_block import TransformerBlock
 
 __all__ = [
@@ -48,6 +49,7 @@ __all__ = [
     "PatchEmbedding",
     "RegisterTokens",
     "StdConv2D",
+    "TokenGrid",
     "TokenPooling",
     "TransformerBlock",
     "WindowAttention2D",

@@ -46,6 +46,12 @@ from keras_vit.models.options import FAMILIES
 from keras_vit.models.options import FAMILY_MODELS
 from keras_vit.models.options import EncoderOptions
 from keras_vit.models.options import Family
+from keras_vit.models.preprocessing import IMAGENET_MEAN
+from keras_vit.models.preprocessing import IMAGENET_STD
+from keras_vit.models.preprocessing import INCEPTION_MEAN
+from keras_vit.models.preprocessing import INCEPTION_STD
+from keras_vit.models.preprocessing import Preprocessing
+from keras_vit.models.preprocessing import preprocessing_of
 from keras_vit.models.resize import with_image_size
 from keras_vit.models.variants import BACKBONES
 from keras_vit.models.variants import VARIANTS
@@ -106,6 +112,12 @@ __all__ = [
     "parse_variant",
     "PREACT_RESNETS",
     "PreActResNet",
+    "Preprocessing",
+    "preprocessing_of",
+    "IMAGENET_MEAN",
+    "IMAGENET_STD",
+    "INCEPTION_MEAN",
+    "INCEPTION_STD",
     "PreActResNet18",
     "PreActResNet50",
     "R26_ViT_B32",

@@ -45,6 +45,14 @@ def family_model(variant: str, family: str, **kwargs) -> keras.Model:
         )
     arguments = {"options": FAMILIES[family].options, **FAMILIES[family].defaults}
     arguments.update(kwargs)
+    if "preprocessing" not in kwargs:
+        # A checkpoint's own contract first (a tag or Hub name), else the
+        # family's. Here, not at the top: the weights package reads layouts.
+        from keras_vit.weights.sources import input_contract
+
+        weights = arguments.get("weights")
+        contract = None if weights is None else input_contract(weights, variant)
+        arguments["preprocessing"] = contract or FAMILIES[family].preprocessing
     arguments.setdefault("name", _default_name(variant, family))
     return ViT(variant, **arguments)
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import keras
 
+from keras_vit.models.preprocessing import as_preprocessing
+
 
 @keras.saving.register_keras_serializable(package="keras_vit")
 class OptimizerFirstModel(keras.Model):
@@ -47,3 +49,43 @@ class OptimizerFirstModel(keras.Model):
             with self.distribute_strategy.scope():
                 optimizer.build(self.trainable_variables)
         return super().make_train_function(force)
+
+    @property
+    def preprocessing(self):
+        """The `keras_vit.Preprocessing` the model's inputs are prepared with."""
+        return getattr(self, "_preprocessing", None) or as_preprocessing(None)
+
+    @preprocessing.setter
+    def preprocessing(self, value):
+        # Set before Keras tracks attributes would wrap it; a plain value.
+        object.__setattr__(self, "_preprocessing", as_preprocessing(value))
+
+    @property
+    def class_names(self) -> tuple[str, ...] | None:
+        """One name per class of the head, or `None` when not known."""
+        return getattr(self, "_class_names", None)
+
+    @class_names.setter
+    def class_names(self, names):
+        if names is not None:
+            if isinstance(names, str):
+                raise TypeError("`class_names` must be a sequence of strings.")
+            names = tuple(str(n) for n in names)
+        object.__setattr__(self, "_class_names", names)
+
+    def get_config(self):
+        config = super().get_config()
+        config["preprocessing"] = self.preprocessing.get_config()
+        if self.class_names is not None:
+            config["class_names"] = list(self.class_names)
+        return config
+
+    @classmethod
+    def from_config(cls, config, custom_objects=None):
+        config = dict(config)
+        preprocessing = config.pop("preprocessing", None)
+        class_names = config.pop("class_names", None)
+        model = super().from_config(config, custom_objects=custom_objects)
+        model.preprocessing = preprocessing
+        model.class_names = class_names
+        return model

@@ -210,8 +210,8 @@ class ViTLayout(ModelLayout):
             (`encoder_norm`, or the last block when the model normalises
             after pooling with `fc_norm`).
         head_name: `"head"` when the model has a classifier, else `None`.
-        has_preprocessing: Whether a `[0, 255] -> [-1, 1]` rescaling layer
-            comes first.
+        has_preprocessing: Whether a rescaling layer comes first, mapping
+            `[0, 255]` pixels by the model's contract (`model.preprocessing`).
     """
 
     model: keras.Model = dataclasses.field(repr=False, compare=False)

@@ -28,6 +28,10 @@ import types
 
 from keras_vit.layers.pooling import POOLING_MODES
 from keras_vit.layers.transformer_block import MLP_KINDS
+from keras_vit.models.preprocessing import IMAGENET
+from keras_vit.models.preprocessing import PAPER
+from keras_vit.models.preprocessing import SIGLIP
+from keras_vit.models.preprocessing import Preprocessing
 
 # `keras_vit.layers.TokenPooling`'s modes (`POOLING_MODES`); the encoder also
 # pools with the attention-pooling head ("map") or not at all (None: the
@@ -271,6 +275,8 @@ class Family:
             with (the caller's keyword arguments override single options).
         defaults: Other `keras_vit.ViT` arguments the family's models
             default to (e.g. DINOv2's 518-px input, no classifier).
+        preprocessing: The input contract of the family's checkpoints
+            (`keras_vit.Preprocessing`), the models' default.
     """
 
     title: str
@@ -278,6 +284,7 @@ class Family:
     defaults: types.MappingProxyType = dataclasses.field(
         default_factory=lambda: types.MappingProxyType({})
     )
+    preprocessing: Preprocessing = PAPER
 
     def arguments(self) -> dict:
         """The `keras_vit.ViT` keywords the family sets: its encoder options
@@ -297,8 +304,10 @@ class Family:
         return {**changed, **self.defaults}
 
 
-def _family(title: str, options: EncoderOptions, **defaults) -> Family:
-    return Family(title, options, types.MappingProxyType(defaults))
+def _family(
+    title: str, options: EncoderOptions, preprocessing: Preprocessing, **defaults
+) -> Family:
+    return Family(title, options, types.MappingProxyType(defaults), preprocessing)
 
 
 # The families' encoders, as timm builds their checkpoints. DINOv2 and
@@ -308,20 +317,28 @@ _DINOV2 = EncoderOptions(layer_scale_init=1e-5, num_registers=4, no_embed_class=
 FAMILIES = types.MappingProxyType(
     {
         "deit3": _family(
-            "DeiT III", EncoderOptions(layer_scale_init=1e-6, no_embed_class=True)
+            "DeiT III",
+            EncoderOptions(layer_scale_init=1e-6, no_embed_class=True),
+            IMAGENET,
         ),
         "dinov2": _family(
-            "DINOv2 with registers", _DINOV2, image_size=518, include_top=False
+            "DINOv2 with registers",
+            _DINOV2,
+            IMAGENET,
+            image_size=518,
+            include_top=False,
         ),
         "dinov2_swiglu": _family(
             "DINOv2 with registers",
             dataclasses.replace(_DINOV2, mlp="swiglu"),
+            IMAGENET,
             image_size=518,
             include_top=False,
         ),
         "siglip": _family(
             "SigLIP",
             EncoderOptions(class_token=False, pooling="map", no_embed_class=True),
+            SIGLIP,
             include_top=False,
         ),
     }

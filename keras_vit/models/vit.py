@@ -18,6 +18,9 @@ from keras_vit.models.functional import OptimizerFirstModel
 from keras_vit.models.options import EncoderOptions
 from keras_vit.models.options import builder_arguments
 from keras_vit.models.options import resolve_options
+from keras_vit.models.preprocessing import Preprocessing
+from keras_vit.models.preprocessing import as_preprocessing
+from keras_vit.models.preprocessing_layer import preprocessing_layer
 from keras_vit.models.variants import ModelSpec
 from keras_vit.models.variants import ResNetSpec
 from keras_vit.models.variants import parse_variant
@@ -33,6 +36,7 @@ def ViT(  # noqa: N802
     include_top: bool = True,
     representation_size: int | None = None,
     include_preprocessing: bool = False,
+    preprocessing: Preprocessing | None = None,
     classifier_activation: str | None = None,
     channels: int = 3,
     backbone: ResNetSpec | tuple[int, ...] | None = None,
@@ -70,9 +74,15 @@ def ViT(  # noqa: N802
             `(batch, tokens, hidden_dim)` with `pooling=None`.
         representation_size: Width of the tanh "pre-logits" layer used during
             pre-training. Defaults to `None` (no such layer).
-        include_preprocessing: Prepend a layer mapping `[0, 255]` pixels to
-            the `[-1, 1]` range the model expects. Defaults to `False` (the
-            model takes `[-1, 1]` inputs).
+        include_preprocessing: Prepend a layer mapping `[0, 255]` RGB pixels
+            to the inputs the encoder expects, `(x / 255 - mean) / std` of
+            `preprocessing`. Defaults to `False` (the model takes normalised
+            inputs).
+        preprocessing: The input contract (`keras_vit.Preprocessing`: mean,
+            std, resize, crop) the model carries as `model.preprocessing`
+            and every keras_vit tool that feeds it pixels applies. Defaults
+            to the checkpoint's when `weights` names one (a tag, a timm or
+            Hub name), else the paper's `[-1, 1]` range.
         classifier_activation: Activation of the head, e.g. `"softmax"`.
             Defaults to `None` (logits).
         channels: Input channels. Defaults to 3.
@@ -147,12 +157,18 @@ def ViT(  # noqa: N802
         raise ValueError("`dynamic_image_pad=True` needs `dynamic_image_size=True`.")
     resolve_method(position_resample, None)  # validates
     policy = keras.config.dtype_policy()
+    if preprocessing is None and weights is not None:
+        # Here, not at the top: the weights package reads the models' layouts.
+        from keras_vit.weights.sources import input_contract
+
+        preprocessing = input_contract(weights, variant)
+    preprocessing = as_preprocessing(preprocessing)
 
     input_size = (None, None) if dynamic_image_size else image_size
     images = keras.Input((*input_size, channels), name=names.INPUT)
     x = images
     if include_preprocessing:
-        x = keras.layers.Rescaling(1 / 127.5, offset=-1.0, name=names.PREPROCESSING)(x)
+        x = preprocessing_layer(preprocessing)(x)
     if dynamic_image_pad:
         x = PadToMultiple(spec.total_stride, name=names.PADDING)(x)
     x, grid_source = patch_tokens(x, spec, return_grid_source=True)  # (B, N, D)
@@ -184,6 +200,7 @@ def ViT(  # noqa: N802
         x = _distilled_logits(x, tokens, options, num_classes, policy)
     # A functional model whose first training step is traced once.
     model = OptimizerFirstModel(images, x, name=name or spec.name)
+    model.preprocessing = preprocessing
     if weights is not None:
         # Here, not at the top: the weights package reads the models' layouts.
         from keras_vit.weights.loader import load_weights

@@ -1,5 +1,6 @@
 """The recipes: training, pre-training, Park & Kim's comparison, analysis,
-export, conversion and few-shot evaluation, as commands.
+export, conversion, few-shot evaluation, prediction and validation, as
+commands.
 
 Installed, they are one console script, `keras-vit <command>` (or `python
 -m keras_vit.recipes <command>`); from a checkout, `python -m
@@ -17,6 +18,8 @@ and a `run` to call from Python (import it: `import keras_vit` imports
 | `export` | `...export` | a SavedModel for TF Serving (LiteRT, ONNX) |
 | `convert` | `...convert` | an original checkpoint to a `.keras` file |
 | `fewshot` | `...fewshot` | few-shot linear evaluation |
+| `predict` | `...predict` | classify image files: top-k per image |
+| `validate` | `...validate` | a classifier's accuracy on a dataset (timm's validate) |
 
 Configs live in `keras_vit.recipes.configs` (`TrainConfig`, ...); a config
 file of your own (`--config my_config.py`) imports them from there.
@@ -44,6 +47,8 @@ COMMANDS = (
     "export",
     "convert",
     "fewshot",
+    "predict",
+    "validate",
 )
 
 __all__ = ["COMMANDS", "cli", "configs", "termination"]

@@ -6,6 +6,8 @@ Example:
 keras-vit train --config digits
 keras-vit compare --config compare_quick
 keras-vit export --model runs/digits/final.keras --name digits --version 1
+keras-vit predict --model vit_base_patch16_224.augreg2_in21k_ft_in1k cat.jpg
+keras-vit validate --model runs/digits/final.keras --data folder:images/
 python -m keras_vit.recipes train --help
 ```
 """
@@ -28,6 +30,8 @@ USAGE = (
     "  export           a SavedModel for TF Serving (and LiteRT, ONNX)\n"
     "  convert          an original checkpoint to a .keras file\n"
     "  fewshot          few-shot linear evaluation\n"
+    "  predict          classify image files: the top-k classes of each\n"
+    "  validate         a classifier's top-1/top-5 accuracy and loss on a dataset\n"
 )
 
 

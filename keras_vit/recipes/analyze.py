@@ -16,11 +16,14 @@ python -m recipes.analyze --variant B/16 --weights vit_b16.npz --num-classes 100
 
 `--images` is a directory of image files (with one sub-directory per class,
 in sorted order, if labels are wanted), an `.npz` file with `images` (uint8
-pixels, or floats already in `[-1, 1]`) and optionally `labels`, or
+pixels, or floats in `[-1, 1]`) and optionally `labels`, or
 `digits[:SPLIT]` (the embedded scikit-learn digits, `test` split by default,
 through the same evaluation pipeline as training: `keras_vit.data`). In a
 directory, files Pillow cannot read as images (truncated, another format)
-are skipped and listed on stderr, as training skips them.
+are skipped and listed on stderr, as training skips them. The model is fed
+the images normalised by its input contract (`preprocessing_of(model)`,
+e.g. ImageNet's mean and std for DeiT III), or `[0, 255]` pixels when it
+has its own `preprocessing` layer.
 
 Each figure is `<out>/<name>.png` with its caption drawn under it and stored
 as PNG metadata; with `--logdir` the same images go to TensorBoard
@@ -272,6 +275,31 @@ def _load_directory(source, image_size, channels):
     return _fit(images, image_size, channels), labels
 
 
+def model_inputs_of(model, images: np.ndarray):
+    """`(model_inputs, value_range)` of `[-1, 1]` images for `model`.
+
+    A model with a `preprocessing` layer takes `[0, 255]` pixels; another
+    takes them normalised by its input contract (`preprocessing_of(model)`:
+    `[-1, 1]` for the paper's, ImageNet's mean and std for DeiT III and
+    DINOv2). `value_range` is the inputs' range (per-channel ranges
+    averaged), which scales the default noise norm.
+    """
+    from keras_vit.analysis import token_layout
+    from keras_vit.data.transforms import normalize
+    from keras_vit.models.preprocessing import preprocessing_of
+
+    if token_layout(model).has_preprocessing:
+        return (images + 1.0) * 127.5, (0.0, 255.0)
+    preprocessing = preprocessing_of(model)
+    if preprocessing.is_inception:
+        return images, (-1.0, 1.0)
+    pixels = (images + 1.0) * 127.5
+    inputs = normalize(pixels, preprocessing).numpy()
+    scale, offset = np.asarray(preprocessing.scale), np.asarray(preprocessing.offset)
+    value_range = (float(offset.mean()), float((255.0 * scale + offset).mean()))
+    return inputs, value_range
+
+
 def selected_analyses(args, has_labels: bool, parser) -> list[str]:
     if args.only:
         chosen = [name.strip() for name in args.only.split(",") if name.strip()]
@@ -395,10 +423,7 @@ def main(argv: list[str] | None = None) -> dict[str, str]:
         images[: args.max_images],
         (None if labels is None else np.asarray(labels)[: args.max_images]),
     )
-    # A model with a `preprocessing` layer takes [0, 255] pixels.
-    has_preprocessing = layout.has_preprocessing
-    value_range = (0.0, 255.0) if has_preprocessing else (-1.0, 1.0)
-    model_inputs = (images + 1.0) * 127.5 if has_preprocessing else images
+    model_inputs, value_range = model_inputs_of(model, images)
     names = selected_analyses(args, labels is not None, parser)
     os.makedirs(args.out, exist_ok=True)
     writer = None

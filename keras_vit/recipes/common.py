@@ -15,7 +15,9 @@ these steps:
    end was interrupted after `results.json` is completed (`RunCompleted`).
    It only decides: nothing in the directory changes yet.
 3. `training_data`: the training source and its seeded stream, starting at
-   the resumed epoch.
+   the resumed epoch, normalised by the model's input contract
+   (`preprocessing`: `recipes.train` builds the model first and passes
+   `preprocessing_of(model)`, the checkpoint's when fine-tuning).
 4. `compile_model`: the warm-up/decay schedule and the optimizer, compiled
    inside the strategy's scope; then `restore` the backup into it. The
    recipe builds its callbacks too: every check that can refuse the
@@ -948,7 +950,28 @@ def _has_records(backup_dir: str) -> bool:
     return bool(committed_epochs(backup_dir))
 
 
-def training_data(config: RunConfig, start_epoch: int, **augmentation):
+def training_source(config: RunConfig):
+    """The training split of `config`'s dataset (`keras_vit.data.ImageSource`)."""
+    return data.load_source(
+        config.dataset, config.train_split, config.data_dir, seed=config.seed
+    )
+
+
+def steps_per_epoch(config: RunConfig, source) -> int:
+    """`config.steps_per_epoch`, or the whole global batches in `source`."""
+    return config.steps_per_epoch or data.full_batches(
+        source.num_examples, config.global_batch_size
+    )
+
+
+def training_data(
+    config: RunConfig,
+    start_epoch: int,
+    *,
+    source=None,
+    preprocessing=None,
+    **augmentation,
+):
     """`(source, steps_per_epoch, dataset)`: the seeded training stream.
 
     Args:
@@ -957,31 +980,45 @@ def training_data(config: RunConfig, start_epoch: int, **augmentation):
             A run whose training had ended (`start_epoch >= epochs`) gets
             the last epoch's stream: it only gives shapes (the multi-worker
             build), since `fit` then trains nothing.
+        source: The training source, already loaded (`training_source`);
+            `None` loads it.
+        preprocessing: The model's input contract (`preprocessing_of(model)`),
+            whose normalisation ends every example; `None` for the paper's
+            `[-1, 1]`.
         **augmentation: Recipe-specific `keras_vit.data.Augmentation`
             fields (e.g. `mixup_alpha`).
     """
-    source = data.load_source(
-        config.dataset, config.train_split, config.data_dir, seed=config.seed
-    )
-    steps = config.steps_per_epoch or data.full_batches(
-        source.num_examples, config.global_batch_size
-    )
+    if source is None:
+        source = training_source(config)
+    steps = steps_per_epoch(config, source)
     first = min(start_epoch, config.epochs - 1)
-    return source, steps, _stream(config, source, steps, first, augmentation)
+    stream = _stream(config, source, steps, first, augmentation, preprocessing)
+    return source, steps, stream
 
 
-def first_batch(config: RunConfig, source, steps: int, **augmentation):
+def first_batch(
+    config: RunConfig, source, steps: int, *, preprocessing=None, **augmentation
+):
     """The first training batch of the run's first epoch, or `None`.
 
     The same batch whether the run was resumed or not (a monitor's probe
-    and example images); `None` for an empty stream.
+    and example images); `None` for an empty stream. `preprocessing` is the
+    model's input contract, as for `training_data`.
     """
-    for batch in _stream(config, source, steps, 0, augmentation).take(1):
+    stream = _stream(config, source, steps, 0, augmentation, preprocessing)
+    for batch in stream.take(1):
         return batch
     return None
 
 
-def _stream(config: RunConfig, source, steps: int, start_epoch: int, augmentation):
+def _stream(
+    config: RunConfig,
+    source,
+    steps: int,
+    start_epoch: int,
+    augmentation,
+    preprocessing=None,
+):
     return data.train_dataset(
         source,
         image_size=config.image_size,
@@ -1000,6 +1037,7 @@ def _stream(config: RunConfig, source, steps: int, start_epoch: int, augmentatio
             **augmentation,
         ),
         shuffle_buffer=config.shuffle_buffer,
+        preprocessing=preprocessing,
     )
 
 
@@ -1259,8 +1297,13 @@ def fewshot_callback(
     test_split: str,
     max_test_examples: int | None,
     say,
+    preprocessing=None,
 ):
-    """The few-shot linear evaluation callback: pools drawn and held once."""
+    """The few-shot linear evaluation callback: pools drawn and held once.
+
+    The pools' images are prepared by `preprocessing`, the model's input
+    contract (the paper's for `None`).
+    """
     train, test, _ = few_shot_pools(
         dataset,
         train_split=train_split,
@@ -1271,6 +1314,7 @@ def fewshot_callback(
         seed=config.seed,
         data_dir=config.data_dir,
         max_test_examples=max_test_examples,
+        preprocessing=preprocessing,
     )
     pools = []
     for part in (train, test):

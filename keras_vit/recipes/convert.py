@@ -1,11 +1,20 @@
-"""Converts an original `.npz` (or timm / Hugging Face `.safetensors`)
-checkpoint into a Keras `.weights.h5` or `.keras` file.
+"""Converts a checkpoint into a Keras `.weights.h5` or `.keras` file, or a
+model into a pretrained folder.
 
 Usage:
 
     python -m recipes.convert in.npz out.weights.h5 --variant B/16
     python -m recipes.convert in.npz out.keras --variant B/16 --image-size 384
     python -m recipes.convert vit.safetensors out.weights.h5 --variant S/16
+    keras-vit convert runs/flowers/final.keras flowers-vit/
+    keras-vit convert vit_base_patch16_224.augreg2_in21k_ft_in1k vit.keras
+
+An output without a suffix (or ending in `/`) is a pretrained folder
+(`keras_vit.save_pretrained`: `config.json`, timm-layout `model.safetensors`,
+a model card) that `keras_vit.from_pretrained` and timm read. The input is
+then a `.keras` model (a run's `final.keras`: the run's `results.json` and
+`config.json` beside it go into the model card) or a checkpoint name
+(`keras_vit.from_pretrained`). A name converts to a `.keras` file too.
 
 The model is built from the checkpoint's own shapes unless told otherwise:
 its head width (`--num-classes`), `pre_logits` width
@@ -46,8 +55,15 @@ def build_parser() -> argparse.ArgumentParser:
         description="Convert a ViT checkpoint (.npz or .safetensors) into a "
         "Keras .weights.h5 or .keras file.",
     )
-    parser.add_argument("checkpoint", help="input .npz or .safetensors file")
-    parser.add_argument("output", help="output .weights.h5 or .keras file")
+    parser.add_argument(
+        "checkpoint",
+        help="input .npz or .safetensors file, a .keras model, or a checkpoint "
+        "name (a timm name, hf://org/repo, a pretrained folder)",
+    )
+    parser.add_argument(
+        "output",
+        help="output .weights.h5 or .keras file, or a folder (save_pretrained)",
+    )
     parser.add_argument(
         "--variant",
         help="model variant, e.g. B/16 or R50+B/16 (read off an .npz when "
@@ -198,21 +214,106 @@ def convert(args: argparse.Namespace):
     return model
 
 
+def _is_file_output(path: str) -> bool:
+    return path.endswith((".weights.h5", ".keras"))
+
+
+def to_pretrained(args: argparse.Namespace):
+    """Writes the model named by `args.checkpoint` as a pretrained folder,
+    or a checkpoint name as a `.keras` file."""
+    from keras_vit import atomic
+    from keras_vit.pretrained import from_pretrained
+    from keras_vit.pretrained import save_pretrained
+
+    given = [
+        flag
+        for flag, value in (
+            ("--variant", args.variant),
+            ("--image-size", args.image_size),
+            ("--num-classes", args.num_classes),
+        )
+        if value is not None
+    ]  # fmt: skip
+    if args.checkpoint.endswith(".keras"):
+        print(f"Loading {args.checkpoint}")
+        model = cli.load_model(args.checkpoint)
+    elif os.path.isfile(args.checkpoint):
+        cli.fail(
+            "a checkpoint file converts to a .keras file first (keras-vit convert "
+            f"{args.checkpoint} model.keras --variant ...), then to a folder"
+        )
+    else:
+        if given:
+            cli.fail(f"{', '.join(given)} do not apply to a checkpoint name")
+        print(f"Loading {args.checkpoint}")
+        model = from_pretrained(args.checkpoint)
+    if _is_file_output(args.output):
+        if args.output.endswith(".keras"):
+            atomic.save_model(model, args.output)
+        else:
+            atomic.save_weights(model, args.output)
+        print(f"Wrote {args.output} ({model.count_params():,} parameters)")
+        return model
+    run = os.path.dirname(os.path.abspath(args.checkpoint))
+    metrics, recipe = _run_record(run)
+    save_pretrained(
+        model, args.output, metrics=metrics, recipe=recipe, overwrite=args.overwrite
+    )
+    print(f"Wrote {args.output}/ (config.json, model.safetensors, README.md)")
+    return model
+
+
+def _run_record(run: str) -> tuple[dict | None, dict | None]:
+    """A run directory's test metrics and config, for the model card."""
+    import json
+
+    def read(name):
+        try:
+            with open(os.path.join(run, name), encoding="utf-8") as f:
+                value = json.load(f)
+        except (OSError, ValueError):
+            return None
+        return value if isinstance(value, dict) else None
+
+    results = read("results.json") or {}
+    test = results.get("test")
+    metrics = (
+        {k: v for k, v in test.items() if isinstance(v, int | float)}
+        if isinstance(test, dict)
+        else None
+    )
+    return metrics or None, read("config.json")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point; returns the exit status."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    if not args.output.endswith((".weights.h5", ".keras")):
-        parser.error("the output must end in .weights.h5 or .keras")
-    if not os.path.isfile(args.checkpoint):
+    from keras_vit.weights import sources
+
+    by_name = not os.path.exists(args.checkpoint) and sources.is_name(args.checkpoint)
+    by_name = by_name or os.path.isdir(args.checkpoint)
+    folder = (
+        args.output.endswith(("/", os.sep))
+        or not os.path.splitext(args.output.rstrip("/" + os.sep))[1]
+    )
+    if not folder and not _is_file_output(args.output):
+        parser.error(
+            "the output must end in .weights.h5 or .keras, or be a folder "
+            "(no suffix) for a pretrained folder"
+        )
+    pretrained = by_name or folder
+    if not pretrained and not os.path.isfile(args.checkpoint):
         parser.error(f"no checkpoint file at {args.checkpoint!r}")
+    if pretrained and not by_name and not os.path.isfile(args.checkpoint):
+        parser.error(f"no model file or checkpoint name {args.checkpoint!r}")
     if os.path.exists(args.output) and not args.overwrite:
         parser.error(f"{args.output} already exists; pass --overwrite to replace it")
     from keras_vit.weights.errors import CheckpointError
 
     try:
-        convert(args)
-    except (CheckpointError, FileNotFoundError) as error:
+        to_pretrained(args) if pretrained else convert(args)
+    except (CheckpointError, FileNotFoundError, ImportError) as error:
         cli.report_error(str(error))
         return cli.EXIT_FAILED
     except ValueError as error:  # A model argument that cannot be built.

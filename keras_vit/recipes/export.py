@@ -59,9 +59,9 @@ def build_parser() -> cli.ArgumentParser:
     parser.add_argument(
         "--crop-fraction",
         type=float,
-        default=1.0,
-        help="central crop of decoded images before resizing (default 1.0: "
-        "plain resize)",
+        default=None,
+        help="central crop of decoded images (timm's crop_pct; default: the "
+        "model's input contract's, 1.0 = the whole image for the paper's ViT)",
     )
     parser.add_argument("--overwrite", action="store_true", help="replace the version")
     parser.add_argument(

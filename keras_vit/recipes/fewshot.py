@@ -70,14 +70,18 @@ def evaluate(
     max_test_examples: int | None = None,
     batch_size: int = 128,
 ) -> dict[str, float]:
-    """Few-shot accuracies of `model` on `dataset`, averaged over `trials`."""
+    """Few-shot accuracies of `model` on `dataset`, averaged over `trials`.
+
+    Images are resized and normalised by the model's input contract
+    (`preprocessing_of(model)`: its checkpoint's mean, std and resize).
+    """
     import numpy as np
 
     import keras_vit
     from keras_vit.analysis import fewshot
+    from keras_vit.analysis.fewshot import few_shot_pools
 
     height, width, channels = model.input_shape[1:4]
-    from keras_vit.analysis.fewshot import few_shot_pools
 
     train, test, subsets = few_shot_pools(
         dataset,
@@ -91,6 +95,7 @@ def evaluate(
         data_dir=data_dir,
         max_test_examples=max_test_examples,
         batch_size=batch_size,
+        preprocessing=_contract(model),
     )
     features = keras_vit.feature_extractor(model, blocks=None, include_tokens=False)
     train_x, train_y = fewshot.extract_features(features, train)
@@ -112,6 +117,19 @@ def evaluate(
         for key, value in result.items():
             totals[key] = totals.get(key, 0.0) + value / len(subsets)
     return totals
+
+
+def _contract(model):
+    """The input contract the pools are prepared with: the model's, or for
+    a model with its own `preprocessing` layer (which maps `[0, 255]`
+    itself), one that leaves pixels in `[0, 255]` after the model's resize."""
+    from keras_vit.models.layout import ViTLayout
+    from keras_vit.models.preprocessing import preprocessing_of
+
+    preprocessing = preprocessing_of(model)
+    if ViTLayout.of(model).has_preprocessing:
+        return preprocessing.replace(mean=(0.0, 0.0, 0.0), std=(1 / 255,) * 3)
+    return preprocessing
 
 
 def format_table(results: dict[str, float], title: str) -> str:

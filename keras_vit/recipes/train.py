@@ -64,6 +64,7 @@ def run(
         keras_vit.atomic.DiskFull: The disk filled up; what was written
             before stays whole, and the same call resumes.
     """
+    from keras_vit.models.preprocessing import preprocessing_of
     from keras_vit.recipes import common
     from keras_vit.recipes.configs.base import require_dataset
 
@@ -81,11 +82,20 @@ def run(
         # Everything that can refuse the command comes before the run
         # directory changes (`make_room`): a refused command changes nothing.
         try:  # A dataset or model argument that cannot be used: one line.
-            source, steps, train_ds, val_ds, test_ds = _data(config, run_, start_epoch)
-            model = _model(config, run_, source.num_classes, steps, train_ds, state)
+            sources = _sources(config, run_)
+            # The model before the pipelines: they feed it pixels prepared by
+            # its input contract (that of the checkpoint it starts from).
+            model = _built_model(config, run_, sources[0].num_classes)
+            preprocessing = preprocessing_of(model)
+            steps, train_ds, val_ds, test_ds = _data(
+                config, run_, start_epoch, sources, preprocessing
+            )
+            _compile(config, run_, model, steps, train_ds, state)
             built = None
             if start_epoch < config.epochs:  # Else nothing is trained.
-                built = _callbacks(config, run_, source, steps, val_ds, callbacks)
+                built = _callbacks(
+                    config, run_, sources[0], steps, val_ds, callbacks, preprocessing
+                )
         except ValueError as error:
             raise ConfigError(str(error)) from error
         common.make_room(run_)
@@ -100,7 +110,7 @@ def run(
             callbacks=lambda: built,
             validation_data=val_ds,
         )
-        test = _evaluate_and_save(config, run_, model, source, test_ds, trained)
+        test = _evaluate_and_save(config, run_, model, sources[0], test_ds, trained)
         return {
             "history": trained.history,
             "test": test,
@@ -151,16 +161,15 @@ def _finishing_steps(config: TrainConfig) -> str:
     return ", ".join([*steps, "results.json"])
 
 
-def _data(config: TrainConfig, run_, start_epoch: int):
-    """Training source and stream, validation and test data (splits checked)."""
+def _sources(config: TrainConfig, run_):
+    """`(train, validation, test)` sources, the splits checked and described.
+
+    The validation and test sources are `None` when the config has none.
+    """
     from keras_vit.recipes import common
 
-    source, steps, train_ds = common.training_data(
-        config,
-        start_epoch,
-        mixup_alpha=config.mixup_alpha,
-        cutmix_factor=config.cutmix_factor,
-    )
+    source = common.training_source(config)
+    steps = common.steps_per_epoch(config, source)
     val_source = _eval_source(config, config.val_split)
     test_source = _eval_source(config, config.test_split)
     common.check_disjoint(run_, source, [val_source, test_source])
@@ -178,19 +187,41 @@ def _data(config: TrainConfig, run_, start_epoch: int):
         f"Data: {source.name}, {source.num_examples} examples, "
         f"{source.num_classes} classes, {steps} steps/epoch{skipped}."
     )
-    val_ds = _eval_data(config, val_source, run_.on_tpu)
-    test_ds = _eval_data(config, test_source, run_.on_tpu)
-    return source, steps, train_ds, val_ds, test_ds
+    return source, val_source, test_source
 
 
-def _model(config: TrainConfig, run_, num_classes: int, steps: int, train_ds, state):
-    """The ViT, compiled in the strategy's scope, with the backup restored."""
+def _data(config: TrainConfig, run_, start_epoch: int, sources, preprocessing):
+    """`(steps, train, validation, test)`: the streams of `_sources`' splits,
+    fed to a model whose input contract is `preprocessing`."""
+    from keras_vit.recipes import common
+
+    source, val_source, test_source = sources
+    _, steps, train_ds = common.training_data(
+        config,
+        start_epoch,
+        source=source,
+        preprocessing=preprocessing,
+        mixup_alpha=config.mixup_alpha,
+        cutmix_factor=config.cutmix_factor,
+    )
+    val_ds = _eval_data(config, val_source, run_.on_tpu, preprocessing)
+    test_ds = _eval_data(config, test_source, run_.on_tpu, preprocessing)
+    return steps, train_ds, val_ds, test_ds
+
+
+def _built_model(config: TrainConfig, run_, num_classes: int):
+    """The ViT (or CNN), built and initialised in the strategy's scope."""
+    with run_.strategy.scope():
+        return build_model(config, num_classes, run_.say)
+
+
+def _compile(config: TrainConfig, run_, model, steps: int, train_ds, state):
+    """Compiles `model` in the strategy's scope and restores the backup."""
     import keras
 
     from keras_vit.recipes import common
 
     with run_.strategy.scope():
-        model = build_model(config, num_classes, run_.say)
         loss = keras.losses.CategoricalCrossentropy(
             from_logits=True, label_smoothing=config.label_smoothing
         )
@@ -208,6 +239,8 @@ def build_model(config: TrainConfig, num_classes: int, say=print):
     `.keras` / `.weights.h5`) goes through `keras_vit.weights.load_weights`,
     the call `keras_vit.ViT(weights=...)` makes; it is made here so that its
     notes (head kept or zeroed, position embeddings resampled) are printed.
+    The model carries the checkpoint's input contract (`model.preprocessing`,
+    which `load_weights` adopts), the one the recipe's pipelines apply.
     """
     import keras_vit
     from keras_vit import paths
@@ -456,13 +489,26 @@ def _cnn(config: TrainConfig, num_classes: int):
     )
 
 
-def _callbacks(config: TrainConfig, run_, source, steps: int, val_ds, extra=()):
-    """`(guard, callbacks)`: the crash-safe set, monitor and few-shot eval."""
+def _callbacks(
+    config: TrainConfig,
+    run_,
+    source,
+    steps: int,
+    val_ds,
+    extra=(),
+    preprocessing=None,
+):
+    """`(guard, callbacks)`: the crash-safe set, monitor and few-shot eval.
+
+    `preprocessing` is the model's input contract (the paper's for `None`).
+    """
     from keras_vit.recipes import common
 
     monitor = None
     if run_.chief and not run_.on_tpu:
-        monitor = _training_monitor(config, run_.workdir, source, steps, val_ds)
+        monitor = _training_monitor(
+            config, run_.workdir, source, steps, val_ds, preprocessing
+        )
     fewshot = None
     if config.fewshot_every:
         fewshot = common.fewshot_callback(
@@ -472,6 +518,7 @@ def _callbacks(config: TrainConfig, run_, source, steps: int, val_ds, extra=()):
             test_split=config.test_split or config.val_split or "test",
             max_test_examples=config.fewshot_examples,
             say=run_.say,
+            preprocessing=preprocessing,
         )
     return common.run_callbacks(
         config,
@@ -492,8 +539,6 @@ def _evaluate_and_save(config: TrainConfig, run_, model, source, test_ds, traine
     """
     import os
 
-    import keras
-
     from keras_vit import atomic
     from keras_vit.recipes import common
 
@@ -503,8 +548,9 @@ def _evaluate_and_save(config: TrainConfig, run_, model, source, test_ds, traine
         run_.say("Test: " + ", ".join(f"{k} {v:.4f}" for k, v in test.items()))
     if run_.chief:
         # The inference model alone (no optimizer state): loads with just
-        # `import keras_vit`, and holds the averaged weights when EMA is on.
-        inference = keras.Model(model.inputs, model.outputs, name=model.name)
+        # `import keras_vit`, holds the averaged weights when EMA is on, and
+        # keeps the input contract (`model.preprocessing`) in its config.
+        inference = _inference_model(model)
         atomic.save_model(inference, os.path.join(run_.workdir, "final.keras"))
         if config.export_savedmodel:
             from keras_vit.export import export
@@ -520,6 +566,20 @@ def _evaluate_and_save(config: TrainConfig, run_, model, source, test_ds, traine
     return test
 
 
+def _inference_model(model):
+    """A new functional model over `model`'s layers, with its input contract."""
+    import keras
+
+    from keras_vit.models.functional import OptimizerFirstModel
+    from keras_vit.models.preprocessing import preprocessing_of
+
+    if not hasattr(type(model), "preprocessing"):  # E.g. a CNN: a plain model.
+        return keras.Model(model.inputs, model.outputs, name=model.name)
+    inference = OptimizerFirstModel(model.inputs, model.outputs, name=model.name)
+    inference.preprocessing = preprocessing_of(model)
+    return inference
+
+
 def _eval_source(config: TrainConfig, split: str | None):
     if split is None:
         return None
@@ -528,7 +588,10 @@ def _eval_source(config: TrainConfig, split: str | None):
     return data.load_source(config.dataset, split, config.data_dir, seed=config.seed)
 
 
-def _eval_data(config: TrainConfig, source, on_tpu: bool):
+def _eval_data(config: TrainConfig, source, on_tpu: bool, preprocessing=None):
+    """The evaluation stream of `source`, by the model's contract
+    `preprocessing` (its resize filter, crop and normalisation), the crop
+    replaced by `eval_crop_fraction` when the config sets one."""
     if source is None:
         return None
     from keras_vit import data
@@ -541,6 +604,7 @@ def _eval_data(config: TrainConfig, source, on_tpu: bool):
         channels=config.channels,
         drop_remainder=on_tpu,  # TPUs need static shapes.
         cache=_fits_in_memory(source.num_examples, config),
+        preprocessing=preprocessing,
     )
 
 
@@ -554,7 +618,9 @@ def _fits_in_memory(num_examples: int, config: TrainConfig) -> bool:
     return num_examples * height * width * config.channels * 4 <= 2 * 1024**3
 
 
-def _training_monitor(config: TrainConfig, workdir: str, source, steps: int, val_ds):
+def _training_monitor(
+    config: TrainConfig, workdir: str, source, steps: int, val_ds, preprocessing=None
+):
     """The TensorBoard monitor, probing the first batch of the first epoch.
 
     That batch is the same whether the run was resumed or not, so the
@@ -571,6 +637,7 @@ def _training_monitor(config: TrainConfig, workdir: str, source, steps: int, val
         config,
         source,
         steps,
+        preprocessing=preprocessing,
         mixup_alpha=config.mixup_alpha,
         cutmix_factor=config.cutmix_factor,
     )

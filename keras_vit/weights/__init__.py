@@ -9,6 +9,11 @@ one `Checkpoint` (the original `.npz` layout) and loaded by one strict
 plan-then-assign step, checking every key first (a keras-hub model becomes
 one with `keras_vit.interop.keras_hub_checkpoint`).
 
+A checkpoint may also be named (`sources.resolve`): a timm name, an
+`hf://org/repo` Hub repository (through `huggingface_hub`'s cache, `hub`), a
+folder `keras_vit.save_pretrained` wrote; `blueprint` reads what model it
+needs off its config and keys (`keras_vit.from_pretrained` builds it).
+
 `keras_vit.with_image_size` and encoder transfer for fine-tuning are calls
 to it. NumPy only: neither torch nor the `safetensors` package is needed.
 
@@ -42,18 +47,24 @@ from keras_vit.weights.errors import VariantMismatchError
 from keras_vit.weights.errors import WeightsNotFoundError
 from keras_vit.weights.formats.npz import read_npz
 from keras_vit.weights.formats.safetensors import read_safetensors
+from keras_vit.weights.formats.safetensors import write_safetensors
+from keras_vit.weights.hub import HubOptions
 from keras_vit.weights.loader import load_weights
 from keras_vit.weights.registry import PRETRAINED_WEIGHTS
 from keras_vit.weights.registry import PretrainedWeights
 from keras_vit.weights.registry import cache_directory
 from keras_vit.weights.registry import list_weights
+from keras_vit.weights.sources import Source
+from keras_vit.weights.sources import resolve
 
 __all__ = [
     "Architecture",
     "Checkpoint",
     "CheckpointError",
+    "HubOptions",
     "PRETRAINED_WEIGHTS",
     "PretrainedWeights",
+    "Source",
     "VariantMismatchError",
     "WeightsNotFoundError",
     "cache_directory",
@@ -65,5 +76,7 @@ __all__ = [
     "read_checkpoint",
     "read_npz",
     "read_safetensors",
+    "resolve",
     "to_original_layout",
+    "write_safetensors",
 ]

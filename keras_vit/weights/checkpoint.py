@@ -42,10 +42,12 @@ from keras_vit.models.layout import ViTLayout
 from keras_vit.models.options import FAMILIES
 from keras_vit.models.options import FAMILY_MODELS
 from keras_vit.models.options import option_names
+from keras_vit.models.preprocessing import Preprocessing
 from keras_vit.models.variants import parse_variant
 from keras_vit.weights import architecture
 from keras_vit.weights import checks
 from keras_vit.weights import registry
+from keras_vit.weights import sources
 from keras_vit.weights.dialects import big_vision
 from keras_vit.weights.dialects import huggingface
 from keras_vit.weights.dialects import ours
@@ -78,6 +80,10 @@ class Checkpoint:
             head, so that their shapes tell its number of heads. `False` for
             timm and Hugging Face files, whose fused projections are split
             by the model's heads: messages then do not name a head count.
+        preprocessing: The input contract the weights were trained with,
+            when the source records one (a tag, a Hub or saved folder);
+            `load_weights` gives it to the model.
+        class_names: The names of the head's classes, when recorded.
     """
 
     params: dict[str, np.ndarray]
@@ -85,6 +91,8 @@ class Checkpoint:
     source: str = "weights"
     notes: list[str] = dataclasses.field(default_factory=list)
     heads_recorded: bool = True
+    preprocessing: Preprocessing | None = None
+    class_names: tuple[str, ...] | None = None
 
 
 def read_checkpoint(
@@ -119,10 +127,15 @@ def read_checkpoint(
     path = os.fspath(weights)
     if registry.is_tag(path) and not os.path.exists(path):
         return _from_tag(path, model, layout, cache_dir, tag_variant)
+    if sources.is_name(path):
+        source = sources.resolve(path, variant=tag_variant, cache_dir=cache_dir)
+        if source.entry is not None:
+            _check_family(source.entry, model)
+        return from_source(source, _heads(layout))
     if not os.path.exists(path):
-        if os.sep in path or "." in os.path.basename(path):
+        if os.sep in path or path.endswith(_FILE_SUFFIXES):
             raise FileNotFoundError(f"No checkpoint file at {path!r}.")
-        registry.find(path, None)  # raises: unknown tag, listing the known ones
+        raise ValueError(sources.unknown_name_message(path))
     if os.path.isdir(path):
         raise CheckpointError(_directory_message(path))
     if path.endswith(KERAS_SUFFIXES):
@@ -240,6 +253,52 @@ def _from_tag(tag: str, model, layout: dict, cache_dir, variant=None) -> Checkpo
         source=file,
         notes=[f"Loaded {entry.tag!r} from {file}."],
         heads_recorded=heads_recorded,
+        preprocessing=entry.preprocessing,
+    )
+
+
+def from_source(source: sources.Source, num_heads: int | None) -> Checkpoint:
+    """The weights of a checkpoint found by name (`sources.resolve`).
+
+    Every shard of a sharded checkpoint is read, then translated as one
+    file (its dialect is recognised over all keys). A keras-hub preset is
+    built by keras-hub itself: `keras_vit.from_pretrained` converts it.
+
+    Args:
+        source: A resolved `sources.Source`.
+        num_heads: The attention heads the fused projections are split by.
+    """
+    notes = [f"Loaded {source.name!r} from {source.location}."]
+    if source.kind == "keras_hub":
+        raise CheckpointError(
+            f"{source.name!r} is a keras-hub preset, which keras-hub builds: "
+            f"load it with keras_vit.from_pretrained({source.name!r})."
+        )
+    tensors, original = {}, True
+    for file in source.files:
+        fmt = format_of(file)
+        part = fmt.read(file)
+        checks.check_finite(part, file)
+        tensors.update(part)
+        original = original and fmt.original_layout
+    dialect = dialect_of(tensors)
+    if original and dialect is None:  # an original .npz
+        params, heads_recorded = tensors, True
+    else:
+        params = to_original_layout(tensors, num_heads, what="safetensors")
+        heads_recorded = dialect.records_heads
+    grid = None
+    if source.entry is not None:  # the table's files have square grids
+        entry = source.entry
+        grid = (entry.image_size // parse_variant(entry.variant).total_stride,) * 2
+    return Checkpoint(
+        params,
+        grid_size=grid,
+        source=source.location,
+        notes=notes,
+        heads_recorded=heads_recorded,
+        preprocessing=source.preprocessing,
+        class_names=source.class_names,
     )
 
 
@@ -296,7 +355,14 @@ def from_model(model: keras.Model) -> Checkpoint:
     vit = _find_vit(model)
     checks.check_not_adapted([v.path for v in vit.weights], vit.name, source=True)
     values = {variable.path: variable.numpy() for variable in vit.weights}
-    return _checkpoint_from_paths(values, ViTLayout.of(vit).grid_size, vit.name)
+    checkpoint = _checkpoint_from_paths(values, ViTLayout.of(vit).grid_size, vit.name)
+    # The model's input contract travels with its weights (fine-tuning from
+    # a DeiT III `.keras` keeps ImageNet's statistics), as do its classes.
+    checkpoint.preprocessing = getattr(vit, "preprocessing", None) or getattr(
+        model, "preprocessing", None
+    )
+    checkpoint.class_names = getattr(vit, "class_names", None)
+    return checkpoint
 
 
 def _find_vit(model: keras.Model) -> keras.Model:
@@ -342,7 +408,27 @@ def from_keras_file(path: str, model: keras.Model) -> Checkpoint:
     """
     values, grid = keras_h5.read_keras_file(path, model)
     checks.check_finite(values, path)  # named by the model's variable paths
-    return _checkpoint_from_paths(values, grid, path)
+    checkpoint = _checkpoint_from_paths(values, grid, path)
+    checkpoint.preprocessing, checkpoint.class_names = _saved_contract(path)
+    return checkpoint
+
+
+def _saved_contract(path: str):
+    """`(preprocessing, class_names)` a keras_vit `.keras` file records, or
+    `(None, None)` (a `.weights.h5` file, or a model saved without them)."""
+    import json
+    import zipfile
+
+    if not path.endswith(".keras"):
+        return None, None
+    try:
+        with zipfile.ZipFile(path) as archive:
+            config = json.loads(archive.read("config.json")).get("config") or {}
+    except (OSError, KeyError, ValueError, zipfile.BadZipFile):
+        return None, None
+    prep, names = config.get("preprocessing"), config.get("class_names")
+    prep = Preprocessing.from_config(prep) if isinstance(prep, dict) else None
+    return prep, tuple(names) if isinstance(names, list) else None
 
 
 def _checkpoint_from_paths(values, grid, source) -> Checkpoint:

@@ -8,7 +8,11 @@ from collections.abc import Mapping
 import keras
 import numpy as np
 
+from keras_vit.models import layout as names_
 from keras_vit.models.cnn.layout import CNNLayout
+from keras_vit.models.preprocessing import Preprocessing
+from keras_vit.models.preprocessing import preprocessing_of
+from keras_vit.models.preprocessing_layer import preprocessing_layer
 from keras_vit.weights import checks
 from keras_vit.weights import qkv_bias
 from keras_vit.weights import torch_resnet
@@ -144,7 +148,42 @@ def load_weights(
         heads_recorded=checkpoint.heads_recorded,
     )
     checks.apply_plan(model, plan, progress)
-    return checkpoint.notes + plan.notes
+    notes = checkpoint.notes + plan.notes
+    if checkpoint.preprocessing is not None:
+        notes += adopt_preprocessing(model, checkpoint.preprocessing)
+    names = checkpoint.class_names
+    head = model.get_layer(names_.HEAD) if _has(model, names_.HEAD) else None
+    if names and head is not None and int(head.units) == len(names):
+        if hasattr(type(model), "class_names"):
+            model.class_names = names
+    return notes
+
+
+def _has(model, name: str) -> bool:
+    return any(layer.name == name for layer in model.layers)
+
+
+def adopt_preprocessing(model: keras.Model, preprocessing: Preprocessing) -> list[str]:
+    """Gives `model` the input contract of the weights loaded into it.
+
+    `model.preprocessing` becomes `preprocessing`, and a model built with
+    `include_preprocessing=True` has its rescaling layer set to the same
+    mean and std, so that it keeps taking `[0, 255]` pixels.
+
+    Returns:
+        A note when the contract changed, else nothing.
+    """
+    before = preprocessing_of(model)
+    if hasattr(type(model), "preprocessing"):
+        model.preprocessing = preprocessing
+    if _has(model, names_.PREPROCESSING):
+        layer = model.get_layer(names_.PREPROCESSING)
+        fresh = preprocessing_layer(preprocessing)
+        layer.scale, layer.offset = fresh.scale, fresh.offset
+        model.predict_function = None  # a traced one holds the old constants
+    if before == preprocessing:
+        return []
+    return [f"Inputs are now prepared as the weights were: {preprocessing.describe()}."]
 
 
 def _check_cnn_options(model, **given) -> None:

@@ -34,11 +34,17 @@ a `WeightsNotFoundError` says which file to put in which directory.
 from __future__ import annotations
 
 import dataclasses
+import fnmatch
 import hashlib
 import os
 
 import keras
 
+from keras_vit.models.preprocessing import IMAGENET
+from keras_vit.models.preprocessing import PAPER
+from keras_vit.models.preprocessing import SIGLIP
+from keras_vit.models.preprocessing import Preprocessing
+from keras_vit.models.variants import parse_variant
 from keras_vit.weights.errors import WeightsNotFoundError
 
 BASE_URL = "https://storage.googleapis.com/vit_models"
@@ -64,6 +70,12 @@ class PretrainedWeights:
         sha256: The file's SHA-256, or `None` where it is not known.
         family: The `keras_vit.models.options.FAMILIES` key of the encoder
             it needs (e.g. `"dinov2"`), or `None` for the paper's ViT.
+        preprocessing: The input contract it was trained and evaluated
+            with (`keras_vit.Preprocessing`).
+        hub_repo: Its Hugging Face Hub repository (`"timm/<name>"`) when it
+            is fetched from there, else `None` (a `vit_models` bucket file).
+        license: The licence its publisher states.
+        timm_name: Its timm name, for checkpoints timm hosts; also its name.
     """
 
     tag: str
@@ -75,6 +87,19 @@ class PretrainedWeights:
     representation_size: int | None = None
     sha256: str | None = None
     family: str | None = None
+    preprocessing: Preprocessing = PAPER
+    hub_repo: str | None = None
+    license: str | None = "apache-2.0"
+    timm_name: str | None = None
+
+    @property
+    def name(self) -> str:
+        """The name `keras_vit.from_pretrained` takes: the timm name of a
+        checkpoint timm hosts, else `"<model>.<tag>"` (e.g.
+        `"vit_b16.augreg_in21k"`)."""
+        if self.timm_name is not None:
+            return self.timm_name
+        return f"{parse_variant(self.variant).name}.{self.tag}"
 
 
 def _original(tag, variant, name, image_size, num_classes, representation_size):
@@ -87,6 +112,7 @@ def _original(tag, variant, name, image_size, num_classes, representation_size):
         image_size=image_size,
         num_classes=num_classes,
         representation_size=representation_size,
+        preprocessing=PAPER.replace(image_size=(image_size, image_size)),
     )
 
 
@@ -98,6 +124,7 @@ def _augreg(tag, variant, name, image_size, num_classes):
         url=f"{BASE_URL}/augreg/{name}.npz",
         image_size=image_size,
         num_classes=num_classes,
+        preprocessing=PAPER.replace(image_size=(image_size, image_size)),
     )
 
 
@@ -183,7 +210,28 @@ _TIMM_FAMILIES = (
 )  # fmt: skip
 
 
+# The input contracts of the timm checkpoints, as timm 1.0.31's
+# `pretrained_cfg` of each (resize filter, crop fraction, mean/std).
+_TIMM_CONTRACTS = {
+    "deit3": IMAGENET,
+    "dinov2": IMAGENET,
+    "dinov2_swiglu": IMAGENET,
+    "siglip": SIGLIP,
+}
+# Where a checkpoint's crop differs from its family's (crop_pct).
+_TIMM_CROPS = {"fb_in1k": 0.9, "webli": 0.9, "v2_webli": 0.9}
+# The licences timm's configs state.
+_TIMM_LICENSES = {"deit3": "apache-2.0", "dinov2": "apache-2.0",
+                  "dinov2_swiglu": "apache-2.0", "siglip": "apache-2.0"}  # fmt: skip
+
+
 def _timm(tag, variant, name, image_size, num_classes, family):
+    crop = _TIMM_CROPS.get(name.split(".")[-1], _TIMM_CONTRACTS[family].crop_fraction)
+    contract = _TIMM_CONTRACTS[family].replace(
+        crop_fraction=crop,
+        image_size=(image_size, image_size),
+        source=f"timm pretrained_cfg of {name}",
+    )
     return PretrainedWeights(
         tag=tag,
         variant=variant,
@@ -192,6 +240,10 @@ def _timm(tag, variant, name, image_size, num_classes, family):
         image_size=image_size,
         num_classes=num_classes,
         family=family,
+        preprocessing=contract,
+        hub_repo=f"timm/{name}",
+        license=_TIMM_LICENSES[family],
+        timm_name=name,
     )
 
 
@@ -262,21 +314,37 @@ def _build_table() -> tuple[PretrainedWeights, ...]:
 PRETRAINED_WEIGHTS = _build_table()
 
 
-def list_weights(variant: str | None = None) -> list[PretrainedWeights]:
-    """The known checkpoints, optionally only those of one variant.
+def list_weights(pattern: str | None = None) -> list[PretrainedWeights]:
+    """The known checkpoints, all or those a pattern selects.
 
     Args:
-        variant: e.g. `"B/16"` or `"R50+B/16"`; `None` for all.
+        pattern: A variant (`"B/16"`, `"R50+B/16"`), a name or tag, or a
+            shell-style wildcard matched against names, tags and variants
+            (`"*augreg*"`, `"deit3_*"`, `"*/14"`); `None` for all.
 
     Returns:
-        A list of `PretrainedWeights`.
+        A list of `PretrainedWeights` (each `.name` loads with
+        `keras_vit.from_pretrained`).
 
     Example:
 
     >>> [w.tag for w in keras_vit.weights.list_weights("H/14")]
     ['imagenet21k']
+    >>> len(keras_vit.weights.list_weights("*dinov2*"))
+    4
     """
-    return [w for w in PRETRAINED_WEIGHTS if variant is None or w.variant == variant]
+    if pattern is None:
+        return list(PRETRAINED_WEIGHTS)
+    return [
+        w
+        for w in PRETRAINED_WEIGHTS
+        if any(fnmatch.fnmatchcase(f, pattern) for f in (w.name, w.tag, w.variant))
+    ]
+
+
+def find_name(name: str) -> PretrainedWeights | None:
+    """The checkpoint whose `name` is `name`, or `None`."""
+    return next((w for w in PRETRAINED_WEIGHTS if w.name == name), None)
 
 
 def is_tag(weights) -> bool:

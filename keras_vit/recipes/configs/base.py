@@ -246,7 +246,9 @@ class TrainConfig(RunConfig):
     val_split: str | None = "test"  # Monitored each epoch; None for no validation.
     test_split: str | None = "test"  # Evaluated once at the end; None to skip.
     eval_batch_size: int | None = None  # Defaults to global_batch_size.
-    eval_crop_fraction: float = 1.0  # Central crop at evaluation (1 = none).
+    # Central crop at evaluation (1 = none); None: the model's contract (the
+    # checkpoint's crop_pct when fine-tuning, else none).
+    eval_crop_fraction: float | None = None
 
     # -- augmentation and loss ---------------------------------------------
     mixup_alpha: float = 0.0  # 0 = off.
@@ -302,7 +304,8 @@ class TrainConfig(RunConfig):
         yield "eval_batch_size", _positive_or_none(self.eval_batch_size)
         yield (
             "eval_crop_fraction",
-            _within(self.eval_crop_fraction, 0, 1, low_open=True),
+            self.eval_crop_fraction is None
+            or _within(self.eval_crop_fraction, 0, 1, low_open=True),
         )
         yield "mixup_alpha", self.mixup_alpha >= 0 or "must be >= 0"
         yield "cutmix_factor", _within(self.cutmix_factor, 0, 1)

@@ -130,3 +130,58 @@ def read_safetensors(
         tensors[name] = array
     del data
     return tensors
+
+
+# The dtypes `write_safetensors` writes, by their safetensors names.
+_WRITTEN = {np.dtype("float32"): "F32", np.dtype("float16"): "F16"}
+
+
+def write_safetensors(
+    path: str | os.PathLike,
+    tensors: dict[str, np.ndarray],
+    metadata: dict[str, str] | None = None,
+) -> None:
+    """Writes `tensors` as a `.safetensors` file, with NumPy only.
+
+    The layout `read_safetensors` reads (and the `safetensors` package
+    writes): keys sorted, the JSON header padded with spaces to a multiple
+    of 8 bytes, tensors little-endian and C-ordered. Written by hand, as the
+    reader is, so that saving needs no other package. The file is written
+    in place: callers that need it whole or absent write to a temporary
+    name first (as `keras_vit.save_pretrained` does).
+
+    Args:
+        path: The file to write.
+        tensors: `{name: array}`, float32 or float16.
+        metadata: Optional string-to-string `__metadata__`.
+
+    Raises:
+        ValueError: an array of another dtype (named).
+    """
+    header, offset, chunks = {}, 0, []
+    if metadata:
+        header["__metadata__"] = {str(k): str(v) for k, v in metadata.items()}
+    for key in sorted(tensors):
+        array = np.asarray(tensors[key])
+        if array.dtype not in _WRITTEN:
+            raise ValueError(
+                f"Cannot write {key!r} of dtype {array.dtype} to safetensors; "
+                f"expected one of {[str(d) for d in _WRITTEN]}."
+            )
+        data = np.ascontiguousarray(
+            array, dtype=array.dtype.newbyteorder("<")
+        ).tobytes()
+        header[key] = {
+            "dtype": _WRITTEN[array.dtype],
+            "shape": list(array.shape),
+            "data_offsets": [offset, offset + len(data)],
+        }
+        offset += len(data)
+        chunks.append(data)
+    encoded = json.dumps(header, separators=(",", ":")).encode()
+    encoded += b" " * (-len(encoded) % 8)
+    with open(path, "wb") as f:
+        f.write(len(encoded).to_bytes(8, "little"))
+        f.write(encoded)
+        for chunk in chunks:
+            f.write(chunk)

@@ -1,0 +1,487 @@
+"""Pretrained models by name: `from_pretrained`, `save_pretrained`, `push_to_hub`.
+
+`from_pretrained(name)` builds the model a checkpoint needs and loads it:
+the user names the checkpoint (a timm name, `hf://org/repo`, a name of
+`keras_vit.weights.list_weights()` or a saved folder), not the variant.
+The model carries the checkpoint's input contract (`model.preprocessing`)
+and class names (`model.class_names`).
+
+`save_pretrained(model, folder)` writes a folder that `from_pretrained`
+reads back bit-exactly and that timm reads where timm has the
+architecture: `config.json` in timm's Hub format plus a `keras_vit` section
+(variant, `EncoderOptions`, preprocessing, class names), `model.safetensors`
+in timm's key layout, and a `README.md` model card. `push_to_hub` uploads
+it with `huggingface_hub`.
+
+Example:
+
+```python
+model = keras_vit.from_pretrained("vit_base_patch16_224.augreg2_in21k_ft_in1k")
+keras_vit.predict(model, "cat.jpg")
+keras_vit.save_pretrained(model, "my-vit")
+same = keras_vit.from_pretrained("my-vit")
+```
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import tempfile
+
+import keras
+import numpy as np
+
+from keras_vit.models import layout as names
+from keras_vit.models.layout import ViTLayout
+from keras_vit.models.options import FAMILIES
+from keras_vit.models.options import EncoderOptions
+from keras_vit.models.preprocessing import preprocessing_of
+from keras_vit.models.variants import parse_variant
+from keras_vit.models.vit import ViT
+from keras_vit.version import __version__
+from keras_vit.weights import hub
+from keras_vit.weights import sources
+from keras_vit.weights.blueprint import blueprint
+from keras_vit.weights.blueprint import num_heads_of
+from keras_vit.weights.checkpoint import from_model
+from keras_vit.weights.checkpoint import from_source
+from keras_vit.weights.dialects.timm_writer import to_timm
+from keras_vit.weights.formats.safetensors import write_safetensors
+from keras_vit.weights.loader import load_weights
+
+CONFIG = sources.CONFIG
+WEIGHTS = hub.SAFETENSORS
+MODEL_CARD = "README.md"
+# The arguments of `from_pretrained` that override the checkpoint's.
+_OVERRIDES = ("num_classes", "image_size", "include_top")
+
+
+def from_pretrained(
+    name: str,
+    *,
+    variant: str | None = None,
+    num_classes: int | None = None,
+    image_size: int | tuple[int, int] | None = None,
+    include_top: bool | None = None,
+    revision: str | None = None,
+    token: str | bool | None = None,
+    cache_dir: str | os.PathLike | None = None,
+    local_files_only: bool | None = None,
+    **kwargs,
+) -> keras.Model:
+    """Builds and loads the model of a checkpoint, found by name.
+
+    Args:
+        name: A timm name (`"vit_base_patch16_224.augreg2_in21k_ft_in1k"`,
+            `"deit3_small_patch16_224.fb_in22k_ft_in1k"`,
+            `"vit_small_patch14_reg4_dinov2.lvd142m"`), a Hub repository
+            `"hf://org/repo"` (timm; transformers ViT, DINOv2 or SigLIP
+            vision; keras-hub ViT presets), optionally `"@revision"`, a name
+            of `keras_vit.weights.list_weights()` (`"vit_b16.augreg_in21k"`),
+            a tag with `variant`, or a folder `save_pretrained` wrote (or a
+            downloaded repository).
+        variant: The variant a bare tag (`"augreg_in21k"`) is looked up for.
+        num_classes: Another head width: the head is then zero-initialised
+            (fine-tuning). Defaults to the checkpoint's.
+        image_size: Another resolution: the position embedding is resampled.
+            Defaults to the checkpoint's.
+        include_top: Whether to keep the classifier. Defaults to whether the
+            checkpoint has one.
+        revision: A Hub branch, tag or commit to pin.
+        token: A Hub token (private or gated repositories).
+        cache_dir: The Hub cache directory; defaults to huggingface_hub's
+            (`$HF_HOME/hub`).
+        local_files_only: Read the cache only; defaults to `HF_HUB_OFFLINE`.
+        **kwargs: Other `keras_vit.ViT` arguments (`include_preprocessing`,
+            `dynamic_image_size`, `drop_path_rate`, ...).
+
+    Returns:
+        The loaded `keras.Model`, carrying `preprocessing` and
+        `class_names`.
+
+    Raises:
+        ValueError: an unknown name (the closest known names suggested).
+        WeightsNotFoundError: not cached and not downloadable (offline): the
+            message names the repository, file and cache directory.
+        CheckpointError: weights keras_vit cannot build a model for.
+
+    Example:
+
+    ```python
+    model = keras_vit.from_pretrained("vit_small_patch14_reg4_dinov2.lvd142m")
+    model.preprocessing.mean  # (0.485, 0.456, 0.406)
+    ```
+    """
+    options = hub.HubOptions(
+        revision=revision,
+        token=token,
+        cache_dir=None if cache_dir is None else os.fspath(cache_dir),
+        local_files_only=local_files_only,
+    )
+    source = sources.resolve(name, variant=variant, options=options)
+    if source.kind == "keras_hub":
+        return _from_keras_hub(source, num_classes, image_size, include_top, kwargs)
+    config = dict(source.config)
+    entry = source.entry
+    if source.kind == "tag":  # an original file: the table's variant
+        heads = int(parse_variant(entry.variant).variant.num_heads)
+    else:
+        heads = num_heads_of(source.kind, config, _hidden_dim(source))
+    checkpoint = from_source(source, heads)
+    plan = blueprint(
+        "keras_vit" if source.kind == "keras_vit" else source.kind,
+        config, checkpoint.params, name, num_heads=heads,
+    )  # fmt: skip
+    arguments = plan.arguments()
+    if source.kind == "keras_vit":
+        arguments.update(_saved_arguments(config["keras_vit"]))
+    if entry is not None and entry.family is not None:
+        # The family's options the keys do not record (e.g. GELU form).
+        arguments["options"] = dataclasses.replace(
+            arguments["options"],
+            gelu_approximate=FAMILIES[entry.family].options.gelu_approximate,
+        )
+    given = {
+        "num_classes": num_classes,
+        "image_size": image_size,
+        "include_top": include_top,
+    }
+    for key, value in given.items():
+        if value is not None:
+            arguments[key] = value
+    if num_classes is not None and include_top is None:
+        arguments["include_top"] = num_classes > 0
+        arguments["num_classes"] = num_classes or 1000
+    arguments.update(kwargs)
+    arguments.setdefault("preprocessing", source.preprocessing)
+    model = ViT(plan.spec, **arguments)
+    load_weights(
+        model,
+        checkpoint,
+        keep_pre_logits=None if arguments.get("representation_size") else False,
+        resample_method="bicubic_antialias" if source.kind == "timm" else "bilinear",
+    )
+    if source.class_names and getattr(model, "class_names", None) is None:
+        head = [layer for layer in model.layers if layer.name == names.HEAD]
+        if head and int(head[0].units) == len(source.class_names):
+            model.class_names = source.class_names
+    model._pretrained_source = source  # for save_pretrained's model card
+    return model
+
+
+def _hidden_dim(source) -> int | None:
+    args = source.config.get("model_args") or {}
+    return args.get("embed_dim") or source.config.get("hidden_size")
+
+
+def _saved_arguments(ours: dict) -> dict:
+    """The exact `keras_vit.ViT` arguments a saved folder records."""
+    return dict(
+        options=EncoderOptions(**ours["options"]),
+        image_size=tuple(ours["image_size"]),
+        name=ours.get("name") or "vit",
+    )
+
+
+def _from_keras_hub(source, num_classes, image_size, include_top, kwargs):
+    from keras_vit.interop.keras_hub import from_keras_hub
+    from keras_vit.interop.keras_hub import load_preset
+
+    if num_classes is not None or image_size is not None or include_top is not None:
+        raise ValueError(
+            "A keras-hub preset is converted as it is: build the model with "
+            "keras_vit.ViT and load_weights(model, name) to change its head or size."
+        )
+    model = from_keras_hub(load_preset(source.folder), **kwargs)
+    model.preprocessing = source.preprocessing
+    return model
+
+
+# -- saving ------------------------------------------------------------------
+
+# keras_vit's pooling -> timm's global_pool.
+_TIMM_POOL = {"token": "token", "gap": "avg", "map": "map"}
+
+
+def save_pretrained(
+    model: keras.Model,
+    folder: str | os.PathLike,
+    *,
+    class_names=None,
+    license: str | None = None,  # noqa: A002 - the model card's field
+    metrics: dict | None = None,
+    recipe: dict | None = None,
+    overwrite: bool = False,
+) -> str:
+    """Writes `model` as a folder `from_pretrained` (and timm) reads.
+
+    The folder holds:
+    - `config.json`: timm's Hub config (`architecture`, `num_classes`,
+      `global_pool`, `model_args`, `pretrained_cfg` with the input contract,
+      `label_names`) and a `keras_vit` section with everything needed to
+      rebuild the model exactly (variant sizes, `EncoderOptions`, image
+      size, preprocessing, class names);
+    - `model.safetensors`: the weights in timm's key layout;
+    - `README.md`: a model card (architecture, source checkpoint, licence,
+      preprocessing, the recipe and metrics when given).
+
+    The folder is written whole or not at all (a temporary folder renamed
+    into place).
+
+    Args:
+        model: A model built by `keras_vit.ViT` (or `from_pretrained`).
+        folder: Where to write; must not exist unless `overwrite`.
+        class_names: Names of the head's classes; defaults to
+            `model.class_names`.
+        license: The licence to state; defaults to the source checkpoint's.
+        metrics: E.g. `{"top1": 0.81}`, for the model card.
+        recipe: The training config, for the model card.
+        overwrite: Replace an existing folder.
+
+    Returns:
+        The folder's path.
+
+    Example:
+
+    ```python
+    keras_vit.save_pretrained(model, "my-vit")
+    keras_vit.from_pretrained("my-vit")
+    ```
+    """
+    folder = os.fspath(folder)
+    layout = ViTLayout.of(model)
+    if os.path.exists(folder) and not overwrite:
+        raise FileExistsError(f"{folder!r} exists; pass overwrite=True to replace it.")
+    config, tensors, card = _pretrained_files(
+        model, layout, class_names, license, metrics, recipe
+    )
+    parent = os.path.dirname(os.path.abspath(folder))
+    os.makedirs(parent, exist_ok=True)
+    staging = tempfile.mkdtemp(dir=parent, prefix=".tmp_pretrained_")
+    try:
+        _write_safetensors(tensors, os.path.join(staging, WEIGHTS))
+        with open(os.path.join(staging, CONFIG), "w", encoding="utf-8") as f:
+            json.dump(config, f, indent=2)
+            f.write("\n")
+        with open(os.path.join(staging, MODEL_CARD), "w", encoding="utf-8") as f:
+            f.write(card)
+        if os.path.exists(folder):
+            old = tempfile.mkdtemp(dir=parent, prefix=".tmp_replaced_")
+            os.rename(folder, os.path.join(old, "folder"))
+            os.rename(staging, folder)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.rename(staging, folder)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return folder
+
+
+def _write_safetensors(tensors: dict, path: str) -> None:
+    write_safetensors(
+        path,
+        {k: np.asarray(v, dtype=np.float32) for k, v in tensors.items()},
+        metadata={"format": "pt"},  # what timm and transformers write
+    )
+
+
+def _pretrained_files(model, layout, class_names, license_, metrics, recipe):
+    options = layout.encoder_options
+    block = layout.block(0).get_config()
+    embedding = layout.embedding.get_config()
+    heads, mlp_dim = int(block["num_heads"]), int(block["mlp_dim"])
+    hidden, patch = int(embedding["hidden_dim"]), tuple(embedding["patch_size"])
+    depth = layout.depth
+    params = from_model(model).params
+    tensors = to_timm(params, num_heads=heads)
+    image_size = layout.native_image_size
+    head = layout.head
+    num_classes = int(head.units) if head is not None else 0
+    class_names = (
+        tuple(class_names)
+        if class_names is not None
+        else getattr(model, "class_names", None)
+    )
+    if class_names is not None and len(class_names) != num_classes:
+        raise ValueError(
+            f"{len(class_names)} class names for a model with {num_classes} classes."
+        )
+    preprocessing = preprocessing_of(model)
+    source = getattr(model, "_pretrained_source", None)
+    license_ = license_ or (source.license if source is not None else None)
+    representation = params.get("pre_logits/kernel")
+    ours = {
+        "version": __version__,
+        "name": model.name,
+        "hidden_dim": hidden,
+        "depth": depth,
+        "mlp_dim": mlp_dim,
+        "num_heads": heads,
+        "patch_size": int(patch[0]),
+        "image_size": list(image_size),
+        "num_classes": num_classes,
+        "representation_size": None
+        if representation is None
+        else int(representation.shape[-1]),
+        "options": _options_config(options),
+        "preprocessing": preprocessing.get_config(),
+        "class_names": None if class_names is None else list(class_names),
+        "source": None if source is None else source.name,
+        "license": license_,
+    }
+    architecture = _timm_architecture(options)
+    if source is not None and source.kind == "timm":  # keep the source's own
+        architecture = source.config.get("architecture", architecture)
+    model_args = {
+        "embed_dim": hidden, "depth": depth, "num_heads": heads,
+        "mlp_ratio": mlp_dim / hidden, "patch_size": int(patch[0]),
+        "img_size": list(image_size), "class_token": options.class_token,
+        "reg_tokens": options.num_registers, "no_embed_class": options.no_embed_class,
+        "qkv_bias": options.qkv_bias, "qk_norm": options.qk_norm,
+        "fc_norm": options.fc_norm,
+        "global_pool": _TIMM_POOL.get(options.pooling, "token"),
+        "init_values": options.layer_scale_init,
+    }  # fmt: skip
+    cfg = {
+        **preprocessing.to_timm(image_size),
+        "num_classes": num_classes,
+        "first_conv": "patch_embed.proj",
+        "classifier": "head",  # timm's classifier attribute
+    }
+    if license_:
+        cfg["license"] = license_
+    config = {
+        "architecture": architecture,
+        "num_classes": num_classes,
+        "num_features": hidden,
+        "global_pool": model_args["global_pool"],
+        "model_args": model_args,
+        "pretrained_cfg": cfg,
+    }
+    if class_names is not None:
+        config["label_names"] = list(class_names)
+    config["keras_vit"] = ours
+    card = _model_card(model, ours, preprocessing, architecture, metrics, recipe)
+    return config, tensors, card
+
+
+def _options_config(options) -> dict:
+    return {f.name: getattr(options, f.name) for f in dataclasses.fields(options)}
+
+
+def _timm_architecture(options) -> str:
+    """A timm architecture of the same family, re-sized by `model_args`."""
+    if options.distillation:
+        return "deit_base_distilled_patch16_224"
+    if options.pooling == "map" and not options.class_token:
+        return "vit_base_patch16_siglip_224"
+    if options.mlp == "swiglu":  # timm's SwiGLUPacked and SiLU by default
+        return "vit_giant_patch14_reg4_dinov2"
+    if options.num_registers:
+        return "vit_small_patch14_reg4_dinov2"
+    if options.layer_scale_init is not None and options.no_embed_class:
+        return "deit3_base_patch16_224"
+    return "vit_base_patch16_224"
+
+
+def _model_card(model, ours, preprocessing, architecture, metrics, recipe) -> str:
+    lines = [
+        "---",
+        "library_name: keras",
+        "tags: [keras_vit, image-classification, vision-transformer]",
+    ]
+    if ours.get("license"):
+        lines.append(f"license: {ours['license']}")
+    lines += ["---", "", f"# {model.name}", ""]
+    lines.append(
+        f"A Vision Transformer saved by keras_vit {ours['version']}: width "
+        f"{ours['hidden_dim']}, depth {ours['depth']}, {ours['num_heads']} heads, "
+        f"MLP {ours['mlp_dim']}, patch {ours['patch_size']}, "
+        f"{ours['image_size'][0]}x{ours['image_size'][1]} px, "
+        f"{ours['num_classes'] or 'no'} classes."
+    )
+    lines += ["", "## Use", "", "```python", "import keras_vit", "",
+              'model = keras_vit.from_pretrained("<this folder or hf://org/repo>")',
+              'keras_vit.predict(model, "image.jpg")', "```", ""]  # fmt: skip
+    lines += [
+        f"timm reads the weights as `{architecture}` with the `model_args` of "
+        "`config.json`.",
+        "",
+        "## Preprocessing",
+        "",
+        preprocessing.describe() + ".",
+        "",
+    ]
+    if ours.get("source"):
+        lines += [
+            "## Source",
+            "",
+            f"Fine-tuned or converted from `{ours['source']}`.",
+            "",
+        ]
+    if ours.get("license"):
+        lines += ["## Licence", "", f"{ours['license']} (as its source states).", ""]
+    if recipe:
+        recipe_json = json.dumps(recipe, indent=2, sort_keys=True, default=str)
+        lines += ["## Training recipe", "", "```json", recipe_json, "```", ""]
+    if metrics:
+        lines += ["## Metrics", "", "| metric | value |", "|---|---|"]
+        lines += [f"| {k} | {v} |" for k, v in metrics.items()]
+        lines.append("")
+    return "\n".join(lines)
+
+
+def push_to_hub(
+    model: keras.Model,
+    repo_id: str,
+    *,
+    token: str | bool | None = None,
+    private: bool | None = None,
+    revision: str | None = None,
+    commit_message: str = "Upload a keras_vit model",
+    **save_kwargs,
+) -> str:
+    """Saves `model` with `save_pretrained` and uploads it to the Hub.
+
+    Creates the repository when it does not exist (`huggingface_hub`'s
+    `create_repo(exist_ok=True)`), then uploads the folder in one commit.
+
+    Args:
+        model: The model.
+        repo_id: `"org/name"`.
+        token: A Hub token; defaults to the stored one.
+        private: Whether a new repository is private.
+        revision: The branch to commit to.
+        commit_message: The commit's message.
+        **save_kwargs: `save_pretrained` arguments (`class_names`,
+            `license`, `metrics`, `recipe`).
+
+    Returns:
+        The URL of the commit, as `huggingface_hub` reports it.
+
+    Example:
+
+    ```python
+    keras_vit.push_to_hub(model, "me/vit-s16-flowers", metrics={"top1": 0.97})
+    ```
+    """
+    huggingface_hub = hub.hub_module()
+    api = huggingface_hub.HfApi(token=token)
+    with tempfile.TemporaryDirectory() as staging:
+        folder = save_pretrained(model, os.path.join(staging, "model"), **save_kwargs)
+        api.create_repo(repo_id, private=private, exist_ok=True, token=token)
+        info = api.upload_folder(
+            repo_id=repo_id,
+            folder_path=folder,
+            revision=revision,
+            commit_message=commit_message,
+            token=token,
+        )
+    return str(getattr(info, "commit_url", info))
+
+
+__all__ = ["from_pretrained", "push_to_hub", "save_pretrained"]

@@ -1,0 +1,226 @@
+"""Checkpoints by name from a Hugging Face Hub cache built on disk.
+
+The tests never download. `hub_cache` lays the fixture repositories of
+`tests/fixtures/hub/` (tiny timm and transformers models written by
+`scripts/make_hub_fixtures.py` with timm 1.0.31 / transformers 5.23) out as
+`huggingface_hub` reads its cache offline: `models--<org>--<name>/refs/main`
+holding a commit hash and the files under `snapshots/<hash>/`. The models
+are then loaded by the names users type and compared with what timm or
+transformers computed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from helpers import HUB
+from helpers import TIMM
+from helpers import hub_cache
+
+import keras_vit
+from keras_vit.weights import sources
+from keras_vit.weights.errors import WeightsNotFoundError
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory):
+    return hub_cache(tmp_path_factory.mktemp("hf_home"))
+
+
+def _fixture(folder: str) -> dict:
+    with np.load(os.path.join(HUB, f"{folder}.npz")) as data:
+        return dict(data)
+
+
+def _close(ours, theirs, rel=1e-4):
+    ours, theirs = np.asarray(ours, np.float64), np.asarray(theirs, np.float64)
+    scale = np.abs(theirs).max()
+    assert ours.shape == theirs.shape
+    assert np.abs(ours - theirs).max() <= rel * scale, (
+        np.abs(ours - theirs).max() / scale
+    )
+
+
+@pytest.mark.parametrize("name", list(TIMM))
+def test_timm_name_gives_timms_logits_and_contract(cache, name):
+    model = keras_vit.from_pretrained(name, cache_dir=cache, local_files_only=True)
+    fixture = _fixture(f"timm--{name}")
+    _close(model(fixture["pixels"]), fixture["logits"])
+    data_config = json.loads(str(fixture["data_config"]))
+    prep = model.preprocessing
+    assert prep.mean == pytest.approx(tuple(data_config["mean"]))
+    assert prep.std == pytest.approx(tuple(data_config["std"]))
+    assert prep.interpolation == data_config["interpolation"]
+    assert prep.crop_fraction == pytest.approx(data_config["crop_pct"])
+    assert prep.crop_mode == data_config["crop_mode"]
+    assert prep.image_size == tuple(data_config["input_size"][1:])
+
+
+def test_family_contracts_are_not_the_papers(cache):
+    # DeiT III and DINOv2 were trained on ImageNet statistics, not [-1, 1].
+    for name in ("deit3_small_patch16_224.fb_in22k_ft_in1k",
+                 "vit_small_patch14_reg4_dinov2.lvd142m"):  # fmt: skip
+        model = keras_vit.from_pretrained(name, cache_dir=cache, local_files_only=True)
+        assert model.preprocessing.mean == keras_vit.models.IMAGENET_MEAN
+        assert model.preprocessing.std == keras_vit.models.IMAGENET_STD
+
+
+def test_transformers_vit_sharded_with_labels(cache):
+    model = keras_vit.from_pretrained(
+        "hf://google/vit-base-patch16-224", cache_dir=cache, local_files_only=True
+    )
+    fixture = _fixture("google--vit-base-patch16-224")
+    _close(model(fixture["pixels"]), fixture["logits"])
+    assert model.class_names == ("cat", "dog", "bird")
+    assert model.preprocessing.interpolation == "bilinear"
+    assert model.preprocessing.mean == (0.5, 0.5, 0.5)
+
+
+def test_transformers_dinov2(cache):
+    model = keras_vit.from_pretrained(
+        "hf://facebook/dinov2-small", cache_dir=cache, local_files_only=True
+    )
+    fixture = _fixture("facebook--dinov2-small")
+    _close(model(fixture["pixels"]), fixture["logits"])
+    prep = model.preprocessing
+    assert prep.mean == keras_vit.models.IMAGENET_MEAN
+    assert (prep.crop_mode, prep.interpolation, prep.image_size) == (
+        "center", "bicubic", (32, 32)
+    )  # fmt: skip
+    assert prep.crop_fraction == pytest.approx(32 / 36)
+
+
+def test_tag_with_variant_reads_the_hub_repository(cache):
+    # `deit3_in21k_ft_in1k` of S/16 is timm's repository of that name.
+    model = keras_vit.from_pretrained(
+        "deit3_in21k_ft_in1k", variant="S/16", cache_dir=cache, local_files_only=True
+    )
+    fixture = _fixture("timm--deit3_small_patch16_224.fb_in22k_ft_in1k")
+    _close(model(fixture["pixels"]), fixture["logits"])
+
+
+def test_overrides_give_a_fine_tuning_model(cache):
+    name = "vit_base_patch16_224.augreg2_in21k_ft_in1k"
+    model = keras_vit.from_pretrained(
+        name, cache_dir=cache, local_files_only=True, num_classes=4, image_size=48
+    )
+    assert model.output_shape == (None, 4)
+    assert model.input_shape == (None, 48, 48, 3)
+    head = model.get_layer("head").get_weights()
+    assert not np.any(head[0]) and not np.any(head[1])  # zero head: fine-tuning
+    assert model.class_names is None
+
+
+def test_offline_miss_names_repository_file_and_cache(tmp_path):
+    cache = hub_cache(tmp_path, {})
+    with pytest.raises(WeightsNotFoundError) as error:
+        keras_vit.from_pretrained(
+            "vit_large_patch16_224.augreg_in21k", cache_dir=cache, local_files_only=True
+        )
+    message = str(error.value)
+    assert "timm/vit_large_patch16_224.augreg_in21k/config.json" in message
+    assert cache in message and "main" in message
+
+
+def test_unknown_name_suggests_close_ones():
+    with pytest.raises(ValueError, match="Did you mean 'vit_b16.augreg_in21k'"):
+        keras_vit.from_pretrained("vit_b16.augreg_in21")
+    with pytest.raises(ValueError, match="hf://<org>/<repo>"):
+        keras_vit.from_pretrained("hf://just-a-name")
+
+
+def test_list_weights_takes_wildcards():
+    dinov2 = keras_vit.weights.list_weights("*dinov2*")
+    assert [w.variant for w in dinov2] == ["S/14", "B/14", "L/14", "g/14"]
+    assert all(w.name.startswith("vit_") for w in dinov2)
+    augreg = {w.name for w in keras_vit.weights.list_weights("*augreg*")}
+    assert "vit_b16.augreg_in21k_ft_in1k" in augreg
+    assert [w.tag for w in keras_vit.weights.list_weights("H/14")] == ["imagenet21k"]
+    assert keras_vit.weights.list_weights("no*such*") == []
+
+
+def test_missing_file_is_not_taken_for_a_name(tmp_path):
+    path = os.path.join(tmp_path, "model.npz")
+    assert not sources.is_name(path) and not sources.is_name("model.npz")
+    model = keras_vit.ViT("test/4", image_size=16, num_classes=3)
+    with pytest.raises(FileNotFoundError, match="No checkpoint file"):
+        keras_vit.load_weights(model, "model.npz")
+
+
+def test_names_load_in_a_fresh_process_from_hf_home(tmp_path):
+    """The user's path: HF_HOME and HF_HUB_OFFLINE set, one call per name."""
+    hub_cache(tmp_path)
+    script = f"""
+import json, numpy as np, keras_vit
+out = {{}}
+for name, fixture in [
+    ("vit_base_patch16_224.augreg2_in21k_ft_in1k",
+     "timm--vit_base_patch16_224.augreg2_in21k_ft_in1k"),
+    ("hf://google/vit-base-patch16-224", "google--vit-base-patch16-224"),
+    ("hf://timm/vit_small_patch14_reg4_dinov2.lvd142m@main",
+     "timm--vit_small_patch14_reg4_dinov2.lvd142m"),
+]:
+    model = keras_vit.from_pretrained(name)
+    data = np.load({HUB!r} + "/" + fixture + ".npz")
+    diff = np.abs(np.asarray(model(data["pixels"])) - data["logits"]).max()
+    out[name] = float(diff / np.abs(data["logits"]).max())
+print(json.dumps(out))
+"""
+    env = dict(os.environ, HF_HOME=str(tmp_path), HF_HUB_OFFLINE="1")
+    env.pop("HF_HUB_CACHE", None)
+    result = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True,
+        timeout=300,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    diffs = json.loads(result.stdout.strip().splitlines()[-1])
+    assert len(diffs) == 3 and max(diffs.values()) < 1e-4, diffs
+
+
+def test_the_tables_contracts_are_timms():
+    """Every timm-hosted row of the table prepares inputs as timm's config."""
+    with open(os.path.join(HUB, "timm_pretrained_cfgs.json")) as f:
+        cfgs = json.load(f)
+    rows = [w for w in keras_vit.weights.list_weights() if w.timm_name]
+    assert len(rows) == 14
+    for row in rows:
+        cfg = cfgs[row.timm_name]
+        timm = keras_vit.Preprocessing.from_timm(cfg)
+        assert row.preprocessing == timm, (row.timm_name, row.preprocessing, timm)
+        assert row.license == cfg["license"]
+
+
+def test_constructor_weights_take_a_name_and_its_contract(cache, monkeypatch):
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", cache)
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    name = "deit3_small_patch16_224.fb_in22k_ft_in1k"
+    spec = keras_vit.models.variants.custom_spec(
+        8, hidden_dim=32, depth=2, mlp_dim=64, num_heads=2
+    )
+    model = keras_vit.models.family_model(
+        spec, "deit3", image_size=32, num_classes=10, weights=name
+    )
+    fixture = _fixture(f"timm--{name}")
+    _close(model(fixture["pixels"]), fixture["logits"])
+    assert model.preprocessing.mean == keras_vit.models.IMAGENET_MEAN
+    # load_weights into a model built with the paper's contract gives it the
+    # checkpoint's, the rescaling layer included.
+    plain = keras_vit.ViT(
+        spec, image_size=32, num_classes=10, include_preprocessing=True,
+        layer_scale_init=1e-6, no_embed_class=True,
+    )  # fmt: skip
+    assert plain.preprocessing.mean == (0.5, 0.5, 0.5)
+    notes = keras_vit.load_weights(plain, name)
+    assert any("ImageNet" in n or "0.485" in n for n in notes), notes
+    assert plain.preprocessing.mean == keras_vit.models.IMAGENET_MEAN
+    raw = np.random.default_rng(0).uniform(0, 255, (2, 32, 32, 3)).astype("float32")
+    mean = np.array(keras_vit.models.IMAGENET_MEAN, "float32")
+    std = np.array(keras_vit.models.IMAGENET_STD, "float32")
+    _close(plain(raw), model((raw / 255.0 - mean) / std), rel=1e-5)
