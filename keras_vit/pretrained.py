@@ -34,6 +34,8 @@ import tempfile
 import keras
 import numpy as np
 
+from keras_vit.interop.keras_hub import from_keras_hub
+from keras_vit.interop.keras_hub import load_preset
 from keras_vit.models import layout as names
 from keras_vit.models.layout import ViTLayout
 from keras_vit.models.options import FAMILIES
@@ -131,10 +133,7 @@ def from_pretrained(
     else:
         heads = num_heads_of(source.kind, config, _hidden_dim(source))
     checkpoint = from_source(source, heads)
-    plan = blueprint(
-        "keras_vit" if source.kind == "keras_vit" else source.kind,
-        config, checkpoint.params, name, num_heads=heads,
-    )  # fmt: skip
+    plan = blueprint(source.kind, config, checkpoint.params, name, num_heads=heads)
     arguments = plan.arguments()
     if source.kind == "keras_vit":
         arguments.update(_saved_arguments(config["keras_vit"]))
@@ -187,9 +186,6 @@ def _saved_arguments(ours: dict) -> dict:
 
 
 def _from_keras_hub(source, num_classes, image_size, include_top, kwargs):
-    from keras_vit.interop.keras_hub import from_keras_hub
-    from keras_vit.interop.keras_hub import load_preset
-
     if num_classes is not None or image_size is not None or include_top is not None:
         raise ValueError(
             "A keras-hub preset is converted as it is: build the model with "

@@ -254,7 +254,7 @@ def test_analyze_answers_bad_files_in_one_line(tmp_path):
         "no images": (analyze(good, broken), "unreadable: only.jpg"),
         "cut npz": (analyze(good, npz), "cannot be read as an .npz file"),
         "max images": (analyze(good, "digits") + ["--max-images", "0"],
-                       "--max-images: not a positive count: '0'"),
+                       "--max-images: not a positive integer: '0'"),
     }  # fmt: skip
     argvs = [argv for argv, _ in cases.values()] + [analyze(good, images, "kept")]
     *results, kept = _run_all(argvs)

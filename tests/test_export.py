@@ -98,7 +98,13 @@ def encoded_images() -> list[tuple[str, bytes, np.ndarray]]:
     rgba = rng.integers(0, 256, (20, 20, 4), dtype=np.uint8)
     items = []
     jpeg = tf.io.encode_jpeg(rgb, quality=90).numpy()
-    items.append(("jpeg", jpeg, tf.io.decode_jpeg(jpeg, channels=3).numpy()))
+    items.append(
+        (
+            "jpeg",
+            jpeg,
+            tf.io.decode_jpeg(jpeg, channels=3, dct_method="INTEGER_ACCURATE").numpy(),
+        )
+    )
     items.append(("png", _pil_bytes(rgb, "PNG"), rgb))
     items.append(
         ("gray png", _pil_bytes(gray, "PNG"), np.repeat(gray[..., None], 3, -1))

@@ -11,6 +11,7 @@ transformers computed.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -224,3 +225,72 @@ def test_constructor_weights_take_a_name_and_its_contract(cache, monkeypatch):
     mean = np.array(keras_vit.models.IMAGENET_MEAN, "float32")
     std = np.array(keras_vit.models.IMAGENET_STD, "float32")
     _close(plain(raw), model((raw / 255.0 - mean) / std), rel=1e-5)
+
+
+def test_a_pinned_revision_and_checksum_are_enforced(cache, monkeypatch):
+    import dataclasses
+
+    from keras_vit.weights import registry
+
+    name = "deit3_small_patch16_224.fb_in22k_ft_in1k"
+    entry = registry.find_name(name)
+    base = os.path.join(cache, f"models--timm--{name}")
+    with open(os.path.join(base, "refs", "main")) as f:
+        commit = f.read()
+    weights = os.path.join(base, "snapshots", commit, "model.safetensors")
+    digest = hashlib.sha256(open(weights, "rb").read()).hexdigest()
+
+    def pin(**changes):
+        table = tuple(
+            dataclasses.replace(entry, **changes) if w.name == name else w
+            for w in registry.PRETRAINED_WEIGHTS
+        )
+        monkeypatch.setattr(registry, "PRETRAINED_WEIGHTS", table)
+
+    pin(revision=commit, sha256=digest)
+    model = keras_vit.from_pretrained(name, cache_dir=cache, local_files_only=True)
+    fixture = _fixture(f"timm--{name}")
+    _close(model(fixture["pixels"]), fixture["logits"])
+    pin(revision=commit, sha256="0" * 64)
+    with pytest.raises(ValueError, match="does not have the SHA-256"):
+        keras_vit.from_pretrained(name, cache_dir=cache, local_files_only=True)
+    pin(revision="1" * 40, sha256=digest)
+    with pytest.raises(WeightsNotFoundError, match="revision '1111"):
+        keras_vit.from_pretrained(name, cache_dir=cache, local_files_only=True)
+
+
+def test_a_real_size_timm_config_without_model_args(tmp_path):
+    """timm's published configs name the architecture and leave out
+    `model_args`: the heads come from its size word, the resolution from
+    `pretrained_cfg`, and the variant is the table's row."""
+    from doc_blocks import timm_checkpoint
+
+    from keras_vit.weights.formats.safetensors import write_safetensors
+
+    folder = tmp_path / "vit_small_patch16_224.augreg_in21k_ft_in1k"
+    folder.mkdir()
+    tensors = timm_checkpoint("S/16", 224, 1000)
+    write_safetensors(folder / "model.safetensors", tensors)
+    config = {
+        "architecture": "vit_small_patch16_224",
+        "num_classes": 1000,
+        "num_features": 384,
+        "global_pool": "token",
+        "pretrained_cfg": {
+            "tag": "augreg_in21k_ft_in1k", "input_size": [3, 224, 224],
+            "interpolation": "bicubic", "crop_pct": 0.9, "crop_mode": "center",
+            "mean": [0.5, 0.5, 0.5], "std": [0.5, 0.5, 0.5], "num_classes": 1000,
+        },
+    }  # fmt: skip
+    (folder / "config.json").write_text(json.dumps(config))
+    model = keras_vit.from_pretrained(str(folder))
+    layout = keras_vit.ViTLayout.of(model)
+    assert (layout.block(0).get_config()["num_heads"], layout.depth) == (6, 12)
+    assert model.input_shape == (None, 224, 224, 3) and model.output_shape == (
+        None, 1000
+    )  # fmt: skip
+    reference = keras_vit.ViT("S/16")
+    keras_vit.load_weights(reference, str(folder / "model.safetensors"))
+    x = np.random.default_rng(0).uniform(-1, 1, (1, 224, 224, 3)).astype("float32")
+    np.testing.assert_array_equal(np.asarray(model(x)), np.asarray(reference(x)))
+    assert model.preprocessing.crop_fraction == 0.9

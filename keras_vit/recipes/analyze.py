@@ -33,7 +33,6 @@ need labels.
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import time
@@ -55,17 +54,6 @@ ANALYSES = (
 NEEDS_LABELS = ("hessian", "noise")
 
 
-def positive_int(text: str) -> int:
-    """A count of at least 1, as an argparse `type=`."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"not a positive count: {text!r}")
-    return value
-
-
 def build_parser() -> cli.ArgumentParser:
     parser = cli.ArgumentParser(
         prog=cli.prog("analyze"),
@@ -84,13 +72,13 @@ def build_parser() -> cli.ArgumentParser:
     )
     parser.add_argument(
         "--max-images",
-        type=positive_int,
+        type=cli.positive_int_arg,
         default=64,
         help="analyse at most this many images, the first ones (default 64)",
     )
     parser.add_argument(
         "--batch-size",
-        type=positive_int,
+        type=cli.positive_int_arg,
         default=32,
         help="images per forward pass of 'distance', 'fourier' and 'noise' "
         "(default 32)",
@@ -104,37 +92,37 @@ def build_parser() -> cli.ArgumentParser:
     )
     parser.add_argument(
         "--rollout-images",
-        type=positive_int,
+        type=cli.positive_int_arg,
         default=6,
         help="images of the 'rollout' figure (default 6)",
     )
     parser.add_argument(
         "--hessian-batches",
-        type=positive_int,
+        type=cli.positive_int_arg,
         default=4,
         help="batches of 'hessian', one spectrum each (default 4)",
     )
     parser.add_argument(
         "--hessian-batch-size",
-        type=positive_int,
+        type=cli.positive_int_arg,
         default=16,
         help="images per batch of 'hessian' (default 16)",
     )
     parser.add_argument(
         "--hessian-top-k",
-        type=positive_int,
+        type=cli.positive_int_arg,
         default=5,
         help="largest eigenvalues of 'hessian' per batch (default 5)",
     )
     parser.add_argument(
         "--hessian-iterations",
-        type=positive_int,
+        type=cli.positive_int_arg,
         default=20,
         help="power iterations per eigenvalue of 'hessian' (default 20)",
     )
     parser.add_argument(
         "--noise-bands",
-        type=positive_int,
+        type=cli.positive_int_arg,
         default=10,
         help="equal frequency bands from 0 to pi of 'noise' (default 10)",
     )
@@ -146,7 +134,7 @@ def build_parser() -> cli.ArgumentParser:
     )
     parser.add_argument(
         "--noise-repeats",
-        type=positive_int,
+        type=cli.positive_int_arg,
         default=1,
         help="noise draws per band of 'noise' (default 1)",
     )

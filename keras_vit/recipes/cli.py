@@ -136,6 +136,17 @@ def image_size_arg(text: str) -> tuple[int, int]:
         raise argparse.ArgumentTypeError(str(error)) from None
 
 
+def positive_int_arg(text: str) -> int:
+    """A count of at least 1, as an argparse `type=`."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"not a positive integer: {text!r}")
+    return value
+
+
 def num_classes_arg(text: str) -> int:
     """Class count for a built model: 0 means headless (`include_top=False`)."""
     try:

@@ -176,7 +176,6 @@ def convert(args: argparse.Namespace):
     """Runs the conversion described by parsed command-line `args`."""
     import keras
 
-    from keras_vit import atomic
     from keras_vit.models.vit import ViT
     from keras_vit.weights.errors import VariantMismatchError
     from keras_vit.weights.loader import load_weights
@@ -206,12 +205,19 @@ def convert(args: argparse.Namespace):
         ) from None
     for note in notes:
         print(note)
-    if args.output.endswith(".keras"):
-        atomic.save_model(model, args.output)
-    else:
-        atomic.save_weights(model, args.output)
-    print(f"Wrote {args.output} ({model.count_params():,} parameters)")
+    _write_file(model, args.output)
     return model
+
+
+def _write_file(model, output: str) -> None:
+    """`model` as a `.keras` or `.weights.h5` file, whole or absent."""
+    from keras_vit import atomic
+
+    if output.endswith(".keras"):
+        atomic.save_model(model, output)
+    else:
+        atomic.save_weights(model, output)
+    print(f"Wrote {output} ({model.count_params():,} parameters)")
 
 
 def _is_file_output(path: str) -> bool:
@@ -221,7 +227,6 @@ def _is_file_output(path: str) -> bool:
 def to_pretrained(args: argparse.Namespace):
     """Writes the model named by `args.checkpoint` as a pretrained folder,
     or a checkpoint name as a `.keras` file."""
-    from keras_vit import atomic
     from keras_vit.pretrained import from_pretrained
     from keras_vit.pretrained import save_pretrained
 
@@ -248,11 +253,7 @@ def to_pretrained(args: argparse.Namespace):
         print(f"Loading {args.checkpoint}")
         model = from_pretrained(args.checkpoint)
     if _is_file_output(args.output):
-        if args.output.endswith(".keras"):
-            atomic.save_model(model, args.output)
-        else:
-            atomic.save_weights(model, args.output)
-        print(f"Wrote {args.output} ({model.count_params():,} parameters)")
+        _write_file(model, args.output)
         return model
     run = os.path.dirname(os.path.abspath(args.checkpoint))
     metrics, recipe = _run_record(run)

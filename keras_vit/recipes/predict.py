@@ -28,17 +28,6 @@ import sys
 from keras_vit.recipes import cli
 
 
-def positive_int(text: str) -> int:
-    """An argparse `type=` for a count of at least 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"not a positive integer: {text!r}")
-    return value
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = cli.ArgumentParser(
         prog=cli.prog("predict"),
@@ -56,7 +45,10 @@ def build_parser() -> argparse.ArgumentParser:
         "vit_base_patch16_224.augreg2_in21k_ft_in1k, a tag, hf://org/repo)",
     )
     parser.add_argument(
-        "--top-k", type=positive_int, default=5, help="classes per image (default 5)"
+        "--top-k",
+        type=cli.positive_int_arg,
+        default=5,
+        help="classes per image (default 5)",
     )
     parser.add_argument(
         "--class-names",
@@ -65,7 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--batch-size",
-        type=positive_int,
+        type=cli.positive_int_arg,
         default=32,
         help="images per batch (default 32)",
     )

@@ -46,7 +46,6 @@ import time
 
 from keras_vit.recipes import cli
 from keras_vit.recipes.predict import load_named_model
-from keras_vit.recipes.predict import positive_int
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -76,7 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--batch-size",
-        type=positive_int,
+        type=cli.positive_int_arg,
         default=64,
         help="images per batch (default 64)",
     )

@@ -26,6 +26,7 @@ import tensorflow as tf
 
 from keras_vit.analysis._walk import BlockWalker
 from keras_vit.analysis._walk import check_images
+from keras_vit.models.preprocessing import preprocessing_of
 
 
 class TrainingMonitor(keras.callbacks.Callback):
@@ -36,9 +37,10 @@ class TrainingMonitor(keras.callbacks.Callback):
             `keras.callbacks.TensorBoard`); summaries go to `log_dir/train`.
         probe_batch: `(images, labels)` for the gradient norms; `None` skips
             them.
-        example_images: Images in `[-1, 1]` logged once at the start.
-        attention_images: Images in `[-1, 1]` whose attention maps are
-            logged each epoch; `None` skips them.
+        example_images: Model inputs (prepared by the model's contract,
+            `model.preprocessing`) logged once at the start, shown as pixels.
+        attention_images: Model inputs whose attention maps are logged each
+            epoch; `None` skips them.
         every_n_epochs: Logging period. Defaults to 1.
         max_images: Images per summary. Defaults to 4.
 
@@ -77,7 +79,10 @@ class TrainingMonitor(keras.callbacks.Callback):
         if self.example_images is not None:
             with self._writer.as_default():
                 images = _enlarge(
-                    _to_unit_range(self.example_images[: self.max_images])
+                    _to_unit_range(
+                        self.example_images[: self.max_images],
+                        preprocessing_of(self.model),
+                    )
                 )
                 tf.summary.image(
                     "examples", images, step=0, max_outputs=self.max_images
@@ -112,7 +117,7 @@ class TrainingMonitor(keras.callbacks.Callback):
         if self._walker is None or self._walker.model is not self.model:
             self._walker = BlockWalker(self.model)
         heat = class_token_attention(self.model, images, self._walker)  # (B, gh, gw)
-        images = _to_unit_range(images)
+        images = _to_unit_range(images, preprocessing_of(self.model))
         height, width = images.shape[1:3]
         heat = tf.image.resize(heat[..., None], (height, width), method="nearest")
         heat = tf.tile(heat, (1, 1, 1, 3))
@@ -204,8 +209,16 @@ def _enlarge(images, min_height: int = 96):
     return tf.image.resize(images, size, method="nearest")
 
 
-def _to_unit_range(images):
+def _to_unit_range(images, preprocessing):
+    """Model inputs back to `[0, 1]` pixels for display: the inverse of the
+    model's input contract (`x * std + mean`; `(x + 1) / 2` for `[-1, 1]`)."""
     images = tf.convert_to_tensor(images, tf.float32)
+    if images.shape[-1] == 3 and not preprocessing.is_inception:
+        images = images * tf.constant(preprocessing.std) + tf.constant(
+            preprocessing.mean
+        )
+    else:
+        images = (images + 1.0) / 2.0
     if images.shape[-1] == 1:
         images = tf.image.grayscale_to_rgb(images)
-    return tf.clip_by_value((images + 1.0) / 2.0, 0.0, 1.0)
+    return tf.clip_by_value(images, 0.0, 1.0)

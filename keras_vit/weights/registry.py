@@ -76,6 +76,8 @@ class PretrainedWeights:
             is fetched from there, else `None` (a `vit_models` bucket file).
         license: The licence its publisher states.
         timm_name: Its timm name, for checkpoints timm hosts; also its name.
+        revision: The Hub commit its files are read at (`hub_repo`), or
+            `None` for the repository's `main`.
     """
 
     tag: str
@@ -91,6 +93,7 @@ class PretrainedWeights:
     hub_repo: str | None = None
     license: str | None = "apache-2.0"
     timm_name: str | None = None
+    revision: str | None = None
 
     @property
     def name(self) -> str:
@@ -390,6 +393,16 @@ def cache_directory(cache_dir: str | os.PathLike | None = None) -> str:
     return os.path.join(os.fspath(cache_dir), CACHE_SUBDIR)
 
 
+def check_sha256(entry: PretrainedWeights, path: str) -> None:
+    """Raises `ValueError` when `path` is not `entry`'s file (its SHA-256
+    is known and differs); nothing when it matches or is not known."""
+    if entry.sha256 is not None and _sha256(path) != entry.sha256:
+        raise ValueError(
+            f"{path!r} does not have the SHA-256 of the {entry.tag!r} "
+            f"{entry.variant} weights ({entry.sha256}); delete it and retry."
+        )
+
+
 def _sha256(path: str) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as f:
@@ -433,9 +446,5 @@ def fetch(entry: PretrainedWeights, cache_dir: str | os.PathLike | None = None) 
                 f"{entry.file_name!r} in the directory {directory!r} (or set "
                 "KERAS_HOME to the directory that holds keras_vit/)."
             ) from error
-    if entry.sha256 is not None and _sha256(path) != entry.sha256:
-        raise ValueError(
-            f"{path!r} does not have the SHA-256 of the {entry.tag!r} "
-            f"{entry.variant} weights ({entry.sha256}); delete it and retry."
-        )
+    check_sha256(entry, path)
     return path

@@ -136,7 +136,12 @@ def resolve(
         entry = registry.find(name, _variant_string(variant))
     if entry is not None:
         if entry.hub_repo is not None and _hub_available():
-            source = _from_hub(name, entry.hub_repo, options)
+            # The table's pinned commit, unless the caller pins another.
+            pinned = dataclasses.replace(
+                options, revision=options.revision or entry.revision
+            )
+            source = _from_hub(name, entry.hub_repo, pinned)
+            registry.check_sha256(entry, source.files[0])
             return dataclasses.replace(source, entry=entry)
         return _from_tag(name, entry, cache_dir)
     # keras_vit's own model names ("vit_b16") are no timm architectures.
