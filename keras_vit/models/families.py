@@ -48,10 +48,13 @@ def family_model(variant: str, family: str, **kwargs) -> keras.Model:
     if "preprocessing" not in kwargs:
         # A checkpoint's own contract first (a tag or Hub name), else the
         # family's. Here, not at the top: the weights package reads layouts.
-        from keras_vit.weights.sources import input_contract
+        from keras_vit.weights.sources import resolve_weights
 
-        weights = arguments.get("weights")
-        contract = None if weights is None else input_contract(weights, variant)
+        contract = None
+        if arguments.get("weights") is not None:  # a name is resolved once
+            arguments["weights"], contract = resolve_weights(
+                arguments["weights"], variant
+            )
         arguments["preprocessing"] = contract or FAMILIES[family].preprocessing
     arguments.setdefault("name", _default_name(variant, family))
     return ViT(variant, **arguments)

@@ -157,11 +157,12 @@ def ViT(  # noqa: N802
         raise ValueError("`dynamic_image_pad=True` needs `dynamic_image_size=True`.")
     resolve_method(position_resample, None)  # validates
     policy = keras.config.dtype_policy()
-    if preprocessing is None and weights is not None:
+    if weights is not None:
         # Here, not at the top: the weights package reads the models' layouts.
-        from keras_vit.weights.sources import input_contract
+        from keras_vit.weights.sources import resolve_weights
 
-        preprocessing = input_contract(weights, variant)
+        weights, contract = resolve_weights(weights, variant)  # a name: once
+        preprocessing = contract if preprocessing is None else preprocessing
     preprocessing = as_preprocessing(preprocessing)
 
     input_size = (None, None) if dynamic_image_size else image_size

@@ -136,6 +136,16 @@ def image_size_arg(text: str) -> tuple[int, int]:
         raise argparse.ArgumentTypeError(str(error)) from None
 
 
+def add_pretrained_model_argument(parser: argparse.ArgumentParser) -> None:
+    """`--model`: a `.keras` file or a name `keras_vit.from_pretrained` loads."""
+    parser.add_argument(
+        "--model",
+        required=True,
+        help="a .keras file, or a name keras_vit.from_pretrained loads (e.g. "
+        "vit_base_patch16_224.augreg2_in21k_ft_in1k, a tag, hf://org/repo)",
+    )
+
+
 def positive_int_arg(text: str) -> int:
     """A count of at least 1, as an argparse `type=`."""
     try:

@@ -38,12 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "images", nargs="+", help="image files (JPEG, PNG, GIF, BMP, WebP)"
     )
-    parser.add_argument(
-        "--model",
-        required=True,
-        help="a .keras file, or a name keras_vit.from_pretrained loads (e.g. "
-        "vit_base_patch16_224.augreg2_in21k_ft_in1k, a tag, hf://org/repo)",
-    )
+    cli.add_pretrained_model_argument(parser)
     parser.add_argument(
         "--top-k",
         type=cli.positive_int_arg,

@@ -55,12 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
         "validate.py): top-1, top-5, cross-entropy loss and images/s, with the "
         "model's own input contract (resize, crop, mean/std).",
     )
-    parser.add_argument(
-        "--model",
-        required=True,
-        help="a .keras file, or a name keras_vit.from_pretrained loads (e.g. "
-        "vit_base_patch16_224.augreg2_in21k_ft_in1k, a tag, hf://org/repo)",
-    )
+    cli.add_pretrained_model_argument(parser)
     parser.add_argument(
         "--data",
         required=True,

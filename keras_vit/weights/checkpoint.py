@@ -106,7 +106,8 @@ def read_checkpoint(
     """Reads any weight source into a `Checkpoint` for `model`.
 
     Args:
-        weights: A tag, a file path, a `keras.Model`, a `Checkpoint` or
+        weights: A tag, a checkpoint name or file path, a resolved
+            `sources.Source`, a `keras.Model`, a `Checkpoint` or
             `{key: array}` in the original layout.
         model: The model the weights are for (a Keras weights file is read
             by its layer names; a tag is looked up for its variant).
@@ -124,14 +125,14 @@ def read_checkpoint(
         return from_model(weights)
     if isinstance(weights, Mapping):
         return Checkpoint(normalize(dict(weights)), source="a dict of arrays")
+    if isinstance(weights, sources.Source):  # a name resolved by the caller
+        return _from_resolved(weights, model, layout)
     path = os.fspath(weights)
     if registry.is_tag(path) and not os.path.exists(path):
         return _from_tag(path, model, layout, cache_dir, tag_variant)
     if sources.is_name(path):
         source = sources.resolve(path, variant=tag_variant, cache_dir=cache_dir)
-        if source.entry is not None:
-            _check_family(source.entry, model)
-        return from_source(source, _heads(layout))
+        return _from_resolved(source, model, layout)
     if not os.path.exists(path):
         if os.sep in path or path.endswith(_FILE_SUFFIXES):
             raise FileNotFoundError(f"No checkpoint file at {path!r}.")
@@ -255,6 +256,12 @@ def _from_tag(tag: str, model, layout: dict, cache_dir, variant=None) -> Checkpo
         heads_recorded=heads_recorded,
         preprocessing=entry.preprocessing,
     )
+
+
+def _from_resolved(source: sources.Source, model, layout: dict) -> Checkpoint:
+    if source.entry is not None:
+        _check_family(source.entry, model)
+    return from_source(source, _heads(layout))
 
 
 def from_source(source: sources.Source, num_heads: int | None) -> Checkpoint:

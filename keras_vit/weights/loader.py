@@ -69,8 +69,9 @@ def load_weights(
 
     Args:
         model: A model built by `keras_vit.ViT` (or loaded from one).
-        weights: A tag, a file path, a model, a `Checkpoint` or
-            `{key: array}`.
+        weights: A tag, a checkpoint name (a timm name, `hf://org/repo`, a
+            saved folder) or its resolved `keras_vit.weights.Source`, a file
+            path, a model, a `Checkpoint` or `{key: array}`.
         resample_method: How position embeddings on another grid are
             resampled: `"bilinear"` (default, the reference), `"bicubic"`,
             `"bicubic_antialias"`, or a named mode, `"timm"` or

@@ -160,22 +160,37 @@ def resolve(
     raise ValueError(unknown_name_message(name))
 
 
-def input_contract(weights, variant=None) -> Preprocessing | None:
-    """The input contract of `weights` when it names a checkpoint, else `None`.
+def resolve_weights(weights, variant=None) -> tuple[object, Preprocessing | None]:
+    """`weights` for `load_weights`, and its input contract if it records one.
 
-    A tag's comes from the table; a Hub name's from its config (fetched, or
-    read from the cache). A file, a model or a dict of arrays records none.
+    A checkpoint name is resolved here, once, into its `Source` (its config
+    read, its files fetched), which `load_weights` then reads without
+    looking the name up again; its contract is its config's. A tag keeps its
+    name and gets the table's contract. A file, a model or a dict of arrays
+    is returned as it is, with `None`.
+
+    Example:
+
+    ```python
+    weights, contract = resolve_weights("vit_small_patch14_reg4_dinov2.lvd142m")
+    contract.mean  # (0.485, 0.456, 0.406)
+    ```
     """
+    if isinstance(weights, Source):
+        return weights, weights.preprocessing
     if not isinstance(weights, str):
-        return None
+        return weights, None
     if registry.is_tag(weights) and not os.path.exists(weights):
         try:
-            return registry.find(weights, _variant_string(variant)).preprocessing
+            return weights, registry.find(
+                weights, _variant_string(variant)
+            ).preprocessing
         except ValueError:
-            return None  # load_weights says why, with the known variants
+            return weights, None  # load_weights says why, with the variants
     if is_name(weights):
-        return resolve(weights, variant=variant).preprocessing
-    return None
+        source = resolve(weights, variant=variant)
+        return source, source.preprocessing
+    return weights, None
 
 
 def unknown_name_message(name: str) -> str:
