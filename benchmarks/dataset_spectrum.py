@@ -5,7 +5,7 @@ in frequency bands) need images with content up to the Nyquist frequency.
 This script measures it on the 32x32 images the input pipeline produces
 (`keras_vit.data.eval_dataset` at `image_size=32`, values in [-1, 1]): the
 bundled `"digits"` (8x8, bilinearly resized to 32) and `"glyphs"` (rendered
-at 32; `keras_vit.data.glyphs`). For each, over the training split:
+at 32; `keras_vit.parkkim.glyphs`). For each, over the training split:
 
 - the fraction of the spectral energy (each image's channels with their
   mean removed) at radial frequency |ω| above 0.25π, 0.5π and 0.75π, in

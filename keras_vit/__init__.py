@@ -31,21 +31,17 @@ from keras_vit import imagenet
 from keras_vit import interop
 from keras_vit import layers
 from keras_vit import models
+from keras_vit import parkkim
 from keras_vit import recipes
 from keras_vit import resample
 from keras_vit import training
 from keras_vit import weights
 from keras_vit.inference import predict
-from keras_vit.models import ALTERNETS
 from keras_vit.models import BACKBONES
 from keras_vit.models import FAMILIES
 from keras_vit.models import FAMILY_MODELS
 from keras_vit.models import NAMED_MODELS
-from keras_vit.models import PREACT_RESNETS
 from keras_vit.models import VARIANTS
-from keras_vit.models import AlterNet
-from keras_vit.models import AlterNet18
-from keras_vit.models import AlterNet50
 from keras_vit.models import DeiT3_B16
 from keras_vit.models import DeiT3_L16
 from keras_vit.models import DeiT3_S16
@@ -54,9 +50,6 @@ from keras_vit.models import DINOv2_g14
 from keras_vit.models import DINOv2_L14
 from keras_vit.models import DINOv2_S14
 from keras_vit.models import EncoderOptions
-from keras_vit.models import PreActResNet
-from keras_vit.models import PreActResNet18
-from keras_vit.models import PreActResNet50
 from keras_vit.models import Preprocessing
 from keras_vit.models import R26_ViT_B32
 from keras_vit.models import R26_ViT_S32
@@ -76,11 +69,18 @@ from keras_vit.models import ViT_S16
 from keras_vit.models import ViT_S32
 from keras_vit.models import ViT_Ti16
 from keras_vit.models import ViTLayout
-from keras_vit.models import cnn_feature_extractor
 from keras_vit.models import family_model
 from keras_vit.models import feature_extractor
 from keras_vit.models import parse_variant
 from keras_vit.models import with_image_size
+from keras_vit.parkkim import ALTERNETS
+from keras_vit.parkkim import PREACT_RESNETS
+from keras_vit.parkkim import AlterNet
+from keras_vit.parkkim import AlterNet18
+from keras_vit.parkkim import AlterNet50
+from keras_vit.parkkim import PreActResNet
+from keras_vit.parkkim import PreActResNet18
+from keras_vit.parkkim import PreActResNet50
 from keras_vit.pretrained import from_pretrained
 from keras_vit.pretrained import push_to_hub
 from keras_vit.pretrained import save_pretrained
@@ -97,7 +97,6 @@ __all__ = [
     "analysis",
     "atomic",
     "BACKBONES",
-    "cnn_feature_extractor",
     "data",
     "DeiT3_B16",
     "DeiT3_L16",
@@ -119,6 +118,7 @@ __all__ = [
     "layers",
     "load_weights",
     "models",
+    "parkkim",
     "NAMED_MODELS",
     "parse_variant",
     "predict",

@@ -1,5 +1,7 @@
 """Pre-activation ResNets and AlterNets: sizes, layout, numerics, saving, errors."""
 
+import dataclasses
+
 import keras
 import numpy as np
 import pytest
@@ -8,22 +10,26 @@ from helpers import assert_config_is_constructor_args
 from helpers import images
 
 import keras_vit
-from keras_vit.layers.conv_blocks import PreActBlock
-from keras_vit.layers.local_attention import WindowAttention2D
-from keras_vit.layers.local_attention import relative_position_index
-from keras_vit.layers.msa_block import PreActAttentionBlock
-from keras_vit.models.cnn.alternet import AlterNet
-from keras_vit.models.cnn.alternet import AlterNet18
-from keras_vit.models.cnn.alternet import AlterNet50
-from keras_vit.models.cnn.layout import CNNLayout
-from keras_vit.models.cnn.preact_resnet import PreActResNet
-from keras_vit.models.cnn.preact_resnet import PreActResNet18
-from keras_vit.models.cnn.preact_resnet import PreActResNet50
-from keras_vit.models.cnn.variants import ALTERNETS
-from keras_vit.models.cnn.variants import PREACT_RESNETS
-from keras_vit.models.cnn.variants import CNNVariant
 from keras_vit.models.features import feature_extractor
 from keras_vit.models.layout import LayoutError
+from keras_vit.models.options import EncoderOptions
+from keras_vit.models.options import drop_path_rates
+from keras_vit.parkkim.cnn.alternet import AlterNet
+from keras_vit.parkkim.cnn.alternet import AlterNet18
+from keras_vit.parkkim.cnn.alternet import AlterNet50
+from keras_vit.parkkim.cnn.layout import CNNLayout
+from keras_vit.parkkim.cnn.options import CNNOptions
+from keras_vit.parkkim.cnn.preact_resnet import PreActResNet
+from keras_vit.parkkim.cnn.preact_resnet import PreActResNet18
+from keras_vit.parkkim.cnn.preact_resnet import PreActResNet50
+from keras_vit.parkkim.cnn.resnet import ResNet
+from keras_vit.parkkim.cnn.variants import ALTERNETS
+from keras_vit.parkkim.cnn.variants import PREACT_RESNETS
+from keras_vit.parkkim.cnn.variants import CNNVariant
+from keras_vit.parkkim.layers.conv_blocks import PreActBlock
+from keras_vit.parkkim.layers.local_attention import WindowAttention2D
+from keras_vit.parkkim.layers.local_attention import relative_position_index
+from keras_vit.parkkim.layers.msa_block import PreActAttentionBlock
 
 FAMILIES = {"preact": (PreActResNet, PREACT_RESNETS), "alternet": (AlterNet, ALTERNETS)}
 # Small rows run on CIFAR-stem inputs; the paper's rows at 224 px.
@@ -213,10 +219,96 @@ def test_preact_resnet_names_and_strides():
     assert model.get_layer("stage4_block3").output.shape == (None, 7, 7, 2048)
 
 
-def test_drop_path_grows_linearly_over_all_blocks():
-    model = _build("alternet", "test", drop_path_rate=0.2)
+@pytest.mark.parametrize("constructor", [AlterNet, PreActResNet, ResNet])
+def test_drop_path_grows_linearly_over_all_blocks(constructor):
+    model = constructor("test", image_size=16, drop_path_rate=0.2)
     rates = [model.get_layer(n).drop_path_rate for n in CNNLayout.of(model).block_names]
     np.testing.assert_allclose(rates, [0.0, 0.1, 0.2])
+    # One ramp for every family: the ViT's encoder draws the same rates.
+    assert tuple(rates) == drop_path_rates(0.2, 3)
+    block = EncoderOptions(drop_path_rate=0.2).block_arguments
+    assert tuple(block(i, 3)["drop_path_rate"] for i in range(3)) == tuple(rates)
+    assert drop_path_rates(0.3, 1) == (0.0,)
+
+
+# --- options ------------------------------------------------------------------
+
+CONSTRUCTORS = {"resnet": ResNet, "preact": PreActResNet, "alternet": AlterNet}
+
+
+@pytest.mark.parametrize("family", sorted(CONSTRUCTORS))
+def test_options_whole_or_by_keyword_build_the_same_model(family):
+    constructor = CONSTRUCTORS[family]
+    chosen = {"stem": "cifar", "pooling": "max", "drop_path_rate": 0.2,
+              "classifier_activation": "softmax"}  # fmt: skip
+    if family == "alternet":
+        chosen.update(window_size=2, dropout_rate=0.1)
+    common = {"image_size": 16, "num_classes": 3, "name": "m"}
+    by_keyword = constructor("test", **common, **chosen)
+    whole = constructor("test", **common, options=CNNOptions(**chosen))
+    mixed = constructor(
+        "test", **common, options=CNNOptions(**chosen).replace(pooling="avg"),
+        pooling="max",
+    )  # fmt: skip
+    assert whole.to_json() == by_keyword.to_json() == mixed.to_json()
+    default = constructor("test", **common)
+    assert default.to_json() == constructor("test", **common, options=None).to_json()
+    assert default.to_json() != whole.to_json()
+
+
+def test_constructors_take_the_options_whole():
+    # The EncoderOptions lesson: variant, the model's own arguments, `options`
+    # and `**cnn_options` (they were 10 and 12 named parameters).
+    import inspect
+
+    for constructor in CONSTRUCTORS.values():
+        parameters = inspect.signature(constructor).parameters
+        assert list(parameters) == [
+            "variant", "num_classes", "image_size", "channels", "include_top",
+            "name", "options", "cnn_options",
+        ]  # fmt: skip
+
+
+def test_cnn_options_are_frozen_and_validated():
+    options = CNNOptions(stem="cifar")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        options.stem = "imagenet"
+    assert options.replace(pooling=None).pooling is None
+    assert options.for_variant(ALTERNETS["50"]) == CNNOptions(
+        stem="cifar", window_size=7
+    )
+    for bad, match in [
+        ({"stem": "big"}, "`stem` must be one of"),
+        ({"pooling": "gap"}, "`pooling` must be one of"),
+        ({"drop_path_rate": 1.0}, "`drop_path_rate` must be a number in"),
+        ({"dropout_rate": True}, "`dropout_rate` must be a number in"),
+        ({"window_size": 0}, "`window_size` must be a positive integer"),
+        ({"window_size": 2.0}, "`window_size` must be a positive integer"),
+        ({"classifier_activation": 3}, "`classifier_activation` must be"),
+    ]:
+        with pytest.raises(ValueError, match=match):
+            CNNOptions(**bad)
+    with pytest.raises(TypeError, match="did you mean 'drop_path_rate'"):
+        options.replace(drop_path=0.1)
+
+
+def test_keywords_are_checked_against_the_constructor():
+    with pytest.raises(TypeError, match="'drop_path' \\(did you mean 'drop_path_rate'"):
+        AlterNet("test", image_size=16, drop_path=0.1)
+    with pytest.raises(TypeError, match="'num_class' \\(did you mean 'num_classes'"):
+        PreActResNet("test", image_size=16, num_class=3)
+    with pytest.raises(TypeError, match="must be a keras_vit.parkkim.cnn.CNNOptions"):
+        AlterNet("test", image_size=16, options={"stem": "cifar"})
+
+
+@pytest.mark.parametrize("constructor", [ResNet, PreActResNet])
+def test_msa_options_are_refused_without_msa_blocks(constructor):
+    # As keywords they are not the constructor's (as before); in `options`
+    # they are named.
+    with pytest.raises(TypeError, match="'window_size'"):
+        constructor("test", image_size=16, window_size=4)
+    with pytest.raises(ValueError, match="`dropout_rate` applies to MSA blocks"):
+        constructor("test", image_size=16, options=CNNOptions(dropout_rate=0.1))
 
 
 # --- numerics -----------------------------------------------------------------
@@ -592,9 +684,13 @@ def test_feature_extractor_is_one_contract_for_vits_and_cnns():
     features = keras_vit.feature_extractor(model, blocks=[-1])
     x = np.zeros((2, 16, 16, 3), "float32")
     out = features(x)
-    with pytest.warns(DeprecationWarning, match="keras_vit.feature_extractor"):
-        direct = keras_vit.cnn_feature_extractor(model, blocks=[-1])(x)
-    assert set(out) == set(direct) == {"pooled", "features", "block_2"}
+    # (The deprecated `keras_vit.cnn_feature_extractor` alias left with the
+    # move of the CNNs into `keras_vit.parkkim`.)
+    assert set(out) == {"pooled", "features", "block_2"}
+    names = {"pooled": "pool", "features": "head_relu", "block_2": "stage2_msa2"}
+    direct = keras.Model(
+        model.input, {key: model.get_layer(n).output for key, n in names.items()}
+    )(x)
     for key in out:
         np.testing.assert_array_equal(np.asarray(out[key]), np.asarray(direct[key]))
     inputs = keras.Input((4, 4, 3))
@@ -604,7 +700,6 @@ def test_feature_extractor_is_one_contract_for_vits_and_cnns():
 
 
 def test_one_dispatcher_tells_the_model_families_apart():
-    from keras_vit.models import CNNLayout
     from keras_vit.models import ModelLayout
     from keras_vit.models import ViTLayout
 

@@ -648,7 +648,7 @@ def test_analyze_builds_a_variant_with_weights(tmp_path):
 
 
 from keras_vit.analysis import depth as depth_analysis  # noqa: E402
-from keras_vit.analysis import window_distance  # noqa: E402
+from keras_vit.parkkim import window_distance  # noqa: E402
 
 
 def randomized_alternet() -> keras.Model:

@@ -18,6 +18,7 @@ import sys
 import numpy as np
 import pytest
 
+from keras_vit.parkkim.config import CompareConfig
 from keras_vit.recipes import COMMANDS
 from keras_vit.recipes.config_help import fields
 from keras_vit.recipes.configs import base
@@ -279,9 +280,7 @@ def test_help_lists_the_config_fields(command, expected, tmp_path):
         assert text in process.stdout, (text, process.stdout[-3000:])
 
 
-@pytest.mark.parametrize(
-    "kind", [base.TrainConfig, base.PretrainConfig, base.CompareConfig]
-)
+@pytest.mark.parametrize("kind", [base.TrainConfig, base.PretrainConfig, CompareConfig])
 def test_every_config_field_has_a_meaning(kind):
     listed = fields(kind)
     names = {field.name for field in listed}

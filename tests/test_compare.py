@@ -1,11 +1,14 @@
-"""`python -m recipes.compare` and the claims it tests (`analysis.parkkim`)."""
+"""`keras-vit compare` and the claims it tests (`keras_vit.parkkim`)."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import io
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -14,7 +17,7 @@ import time
 import numpy as np
 import pytest
 
-from keras_vit.analysis import parkkim
+from keras_vit.parkkim import claims
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIGURES = ("fourier", "variance", "hessian", "hessian_clean", "noise", "distance")
@@ -25,9 +28,10 @@ MODELS = ("vit", "resnet", "preact_resnet", "alternet")
 def _panel(
     top=(10.0,), negative=0, msa=-0.2, conv=0.3, variance=(-0.1, 0.2, 0.3),
     low=0.2, high=0.05, accuracy=0.5, loss=1.0, l2=0.1, images=512, clean=True,
-    converged=None,
+    converged=None, classes=10,
 ):  # fmt: skip
-    """A panel with the numbers each claim reads (see `parkkim.claims`).
+    """A panel with the numbers each claim reads (see `parkkim.claims`), of
+    a trained model (`accuracy` well above chance, 1 / `classes`).
 
     Its depth points are an input, then an MSA, an MLP and a conv block:
     `msa` and `conv` are the changes of Δ log amplitude there (the MLP's is
@@ -49,6 +53,7 @@ def _panel(
     panel = {
         "accuracy": accuracy,
         "test_accuracy": accuracy,
+        "classes": classes,
         "hessian": hessian,
         "hessian_clean": {"eigenvalues": eigen / 2} if clean else None,
         "depth": {
@@ -71,11 +76,15 @@ def _panel(
 
 
 def _rows(runs, **kwargs):
-    return {row["key"]: row for row in parkkim.claims(runs, **kwargs)}
+    return {row["key"]: row for row in claims.claims(runs, **kwargs)}
 
 
 def _verdicts(runs, **kwargs):
-    return {key: row["verdict"] for key, row in _rows(runs, **kwargs).items()}
+    """The verdicts without their regime (tests/test_parkkim_claims.py)."""
+    return {
+        key: row["verdict"].split("; regime: ")[0]
+        for key, row in _rows(runs, **kwargs).items()
+    }
 
 
 def _holding():
@@ -92,11 +101,12 @@ def _holding():
 
 def test_claims_hold_when_the_numbers_say_so():
     rows = _rows(_holding())
-    assert [row["key"] for row in rows.values()] == [c.key for c in parkkim.CLAIMS]
+    assert [row["key"] for row in rows.values()] == [c.key for c in claims.CLAIMS]
     assert {row["outcome"] for row in rows.values()} == {"reproduced"}
     # One run per model: every verdict says so.
-    assert rows["hessian_flatter"]["verdict"] == "reproduced; one seed per model"
-    assert rows["conv_high_pass"]["verdict"] == "reproduced; one seed"
+    verdicts = _verdicts(_holding())
+    assert verdicts["hessian_flatter"] == "reproduced; one seed per model"
+    assert verdicts["conv_high_pass"] == "reproduced; one seed"
 
 
 def test_claims_fail_when_the_numbers_say_so():
@@ -122,8 +132,8 @@ def test_two_models_are_compared_on_every_pair_of_their_runs():
     # 2 x 3 pairs, not the 2 seeds a pairing by index would keep.
     assert flatter["holds"] == [True, True, True, False, False, False]
     assert flatter["unit"] == "pairs"
-    assert flatter["verdict"] == (
-        "mixed (3 of 6 pairs); 2 runs of ViT against 3 of ResNet: 6 pairs"
+    assert flatter["verdict"].startswith(
+        "mixed (3 of 6 pairs); 2 runs of ViT against 3 of ResNet: 6 pairs; regime: "
     )
     assert "ViT 27.5 ± 32, ResNet 20" in flatter["evidence"]
     # One run (an authors' model) against five seeds: five pairs.
@@ -154,8 +164,8 @@ def test_claims_name_the_models_they_need():
     # AlterNet's MSA blocks join the low-pass claim when it was run.
     runs["alternet"] = [_panel(msa=0.2)]
     low_pass = _rows(runs)["msa_low_pass"]
-    assert low_pass["verdict"] == "mixed (1 of 2 runs); one seed per model"
-    assert "AlterNet MSA 0.2" in low_pass["evidence"]
+    assert _verdicts(runs)["msa_low_pass"] == "mixed (1 of 2 runs); one seed per model"
+    assert "at MSA blocks: ViT -0.2, AlterNet 0.2" in low_pass["evidence"]
 
 
 def test_the_hessian_claim_needs_only_the_authors_column():
@@ -176,8 +186,7 @@ def test_the_hessian_claim_needs_only_the_authors_column():
     assert "clean data, hard labels, no L2: ViT nan, ResNet 25" in row["evidence"]
     # A NaN in the authors' column (None once read back from JSON) does.
     runs["vit"][0]["hessian"]["eigenvalues"] = [[None, 1.0]]
-    row = _rows(runs)["hessian_flatter"]
-    assert row["verdict"] == (
+    assert _verdicts(runs)["hessian_flatter"] == (
         "not testable (the ViT's median top eigenvalue is undefined)"
     )
 
@@ -193,11 +202,12 @@ def test_the_hessian_evidence_shows_the_l2_term_the_losses_and_convergence():
     assert "the L2 term dominates the ViT's top eigenvalues" in row["evidence"]
     assert "dominates the ResNet's" not in row["evidence"]
     assert "(data term, no L2): ViT 1, ResNet 0.9" in row["evidence"]
-    assert row["verdict"] == "reproduced; one seed per model"  # 11 % apart
-    runs["resnet"][0]["hessian"]["data_loss"] = [0.7]  # 43 % apart
-    for key in ("hessian_flatter", "hessian_negative"):
-        assert _verdicts(runs)[key].endswith(
-            "at unequal training loss (ViT 1, ResNet 0.7; more than 25% apart)"
+    assert _verdicts(runs)["hessian_flatter"] == "reproduced; one seed per model"
+    runs["resnet"][0]["hessian"]["data_loss"] = [0.7]  # 43 % apart: the regime
+    for key in ("hessian_flatter", "hessian_negative"):  # of tests/test_parkkim_claims
+        assert _verdicts(runs)[key].startswith(
+            "not testable here (unequal training loss: ViT 1, ResNet 0.7, more "
+            "than 25% apart"
         )
     assert "not converged" not in row["evidence"]
     runs["vit"][0]["hessian"]["converged"] = [[True, False]]
@@ -240,8 +250,7 @@ def test_the_noise_claim_needs_the_number_of_test_images():
         "vit": [_panel(low=0.0, high=0.0, images=None)],
         "resnet": [_panel(low=0.0, high=0.1, images=None)],
     }
-    row = _rows(runs)["noise_frequency"]
-    assert row["verdict"] == (
+    assert _verdicts(runs)["noise_frequency"] == (
         "not testable (the number of test images is not recorded)"
     )
     assert _rows(runs, images=400)["noise_frequency"]["outcome"] == "reproduced"
@@ -276,29 +285,24 @@ PANEL = {"accuracy": 0.5, "hessian": {"batch_sizes": [8]}}
 
 
 def _quick_config(*changes):
-    from keras_vit.recipes.configs.base import CompareConfig
+    from keras_vit.parkkim.config import CompareConfig
     from keras_vit.recipes.configs.base import load_config
     from keras_vit.recipes.configs.base import override
 
     return override(load_config("compare_quick", CompareConfig), list(changes))
 
 
-def _keep(out, config, name="vit", legacy=False):
+def _keep(out, config, name="vit", key=None):
     """A finished training run's records and its kept panel, as `run` leaves
-    them (with a key of the old form, without "analysis", if `legacy`)."""
-    from keras_vit.recipes import compare
+    them (keyed by `key`, by default `panel_key` now)."""
+    from keras_vit.parkkim import compare
 
     if name not in compare.AUTHORS_MODELS:
         run = out / "runs" / f"{name}_seed0"
         run.mkdir(parents=True)
         (run / "results.json").write_text('{"status": "finished"}')
-        recorded = compare.train_config(config, name, 0, str(out))
-        (run / "config.json").write_text(
-            json.dumps(compare._to_json(dataclasses.asdict(recorded)))
-        )
-    key = compare._panel_key(config, name, 0, str(out))
-    if legacy:
-        del key["analysis"]
+    if key is None:
+        key = compare.panel_key(config, name, 0, str(out))
     path = out / "panels" / f"{name}_seed0.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"key": key, "panel": PANEL}))
@@ -307,17 +311,15 @@ def _keep(out, config, name="vit", legacy=False):
 
 def _kept(out, config, name="vit"):
     """What `run` finds kept for `name` under `config` (`None`: measure again)."""
-    from keras_vit.recipes import compare
+    from keras_vit.parkkim import compare
 
-    key = compare._panel_key(config, name, 0, str(out))
-
-    def legacy(stored, panel):
-        return compare._legacy_key_holds(config, name, 0, str(out), key, stored, panel)
-
-    return compare._cached(str(out / "panels" / f"{name}_seed0.json"), key, legacy)
+    key = compare.panel_key(config, name, 0, str(out))
+    return compare._cached(str(out / "panels" / f"{name}_seed0.json"), key)
 
 
 ANALYSED = [
+    # The recipe the analyses read (the training loss, the augmentation of
+    # the Hessian and landscape batches, the images) ...
     "weight_decay=0.1",
     "label_smoothing=0.0",
     "mixup_alpha=0.0",
@@ -327,11 +329,19 @@ ANALYSED = [
     "random_flip=true",
     "randaugment_ops=2",
     "randaugment_magnitude=0.9",
-    "hessian_batch_size=4",
     "image_size=24",
     "channels=1",
     "seed=1",
     "train_split=train[:50%]",
+    # ... and every analysis setting, none of which is listed by hand.
+    "analysis.hessian_batch_size=4",
+    "analysis.hessian_top_k=3",
+    "analysis.hessian_batches=None",
+    "analysis.noise_epsilon=0.5",
+    "analysis.images=16",
+    "analysis.landscape_points=5",
+    "analysis.batch_size=16",
+    "analysis.landscape_seeds=0",  # seed 0 no longer draws its landscape
 ]
 
 
@@ -342,8 +352,41 @@ def test_a_kept_panel_is_measured_again_when_an_analysed_setting_changes(
     config = _quick_config()
     _keep(tmp_path, config)
     assert _kept(tmp_path, config) == PANEL  # unchanged: reused
-    assert _kept(tmp_path, _quick_config("verbose=2")) == PANEL  # not analysed
     assert _kept(tmp_path, _quick_config(change)) is None
+
+
+@pytest.mark.parametrize(
+    "same",
+    [
+        "verbose=2",  # not analysed
+        "workdir=elsewhere",
+        "analysis.hessian_top_k=2",  # compare_quick's own value
+        "analysis.noise_epsilon=0.31",  # what None means for a trained model
+        "analysis.landscape_seeds=2",  # seed 0 still draws its landscape
+        "seeds=3",  # another seed's panel is another file
+    ],
+)
+def test_a_kept_panel_is_reused_while_its_settings_are_the_same(tmp_path, same):
+    config = _quick_config()
+    _keep(tmp_path, config)
+    assert _kept(tmp_path, _quick_config(same)) == PANEL
+
+
+def test_the_key_is_every_analysis_setting_and_the_runs_training_config(tmp_path):
+    from keras_vit.parkkim import compare
+    from keras_vit.recipes.configs.base import RUN_ONLY_FIELDS
+
+    config = _quick_config()
+    key = compare.panel_key(config, "resnet", 0, str(tmp_path))
+    settings = dataclasses.asdict(config.analysis)
+    del settings["landscape_seeds"]
+    assert key["analysis"] == {**settings, "noise_epsilon": 0.31}
+    assert key["landscape"] is True
+    trained = compare.train_config(config, "resnet", 0, str(tmp_path))
+    assert key["training"]["variant"] == trained.variant == "test"
+    assert key["training"]["architecture"] == "resnet"
+    assert not set(key["training"]) & RUN_ONLY_FIELDS
+    assert key["run"] is None  # not trained yet
 
 
 def test_the_authors_models_panels_depend_on_every_setting(tmp_path):
@@ -351,42 +394,53 @@ def test_the_authors_models_panels_depend_on_every_setting(tmp_path):
     _keep(tmp_path, config, "authors_vit_ti")
     assert _kept(tmp_path, config, "authors_vit_ti") == PANEL
     assert _kept(tmp_path, _quick_config("seeds=3"), "authors_vit_ti") == PANEL
-    for change in ("epochs=3", "weight_decay=0.1", "authors_vit_ti=other.pth"):
+    for change in ("epochs=3", "weight_decay=0.1", "authors_vit_ti=other.pth",
+                   "analysis.noise_epsilon=0.31"):  # fmt: skip
         assert _kept(tmp_path, _quick_config(change), "authors_vit_ti") is None
 
 
-@pytest.mark.parametrize("change", ANALYSED)
-def test_a_panel_kept_before_keys_named_its_settings_is_checked_by_its_run(
-    tmp_path, change
-):
-    # A key without "analysis": reused only when the training run's recorded
-    # config and the panel's batch sizes say that nothing analysed changed.
+def test_the_noise_epsilon_is_chosen_per_model_unless_set():
+    from keras_vit.parkkim import compare
+
     config = _quick_config()
-    _keep(tmp_path, config, legacy=True)
-    assert _kept(tmp_path, config) == PANEL
-    changed = _kept(tmp_path, _quick_config(change))
-    # The data-order seed was recorded nowhere: the one change it misses.
-    assert changed == (PANEL if change == "seed=1" else None)
-    # The authors' models have no training run to vouch for the panel.
-    config = _quick_config("models=('authors_vit_ti',)")
-    _keep(tmp_path, config, "authors_vit_ti", legacy=True)
-    assert _kept(tmp_path, config, "authors_vit_ti") is None
+    assert config.analysis.noise_epsilon is None
+    assert compare.panel_settings(config, "vit").noise_epsilon == 0.31
+    assert compare.panel_settings(config, "authors_resnet_50").noise_epsilon == 0.7
+    config = _quick_config("analysis.noise_epsilon=0.5")
+    for name in ("vit", "authors_vit_ti"):
+        assert compare.panel_settings(config, name).noise_epsilon == 0.5
+    # Everything else is the config's, whole.
+    assert compare.panel_settings(config, "vit") == config.analysis
+
+
+def test_a_panel_of_an_older_key_is_measured_again(tmp_path):
+    # Keys before `analysis` was a PanelSettings named its fields one by one.
+    config = _quick_config()
+    old = {"settings": {"hessian_top_k": 2}, "landscape": True,
+           "data": ["glyphs", "test", 32], "run": None, "weights": None}  # fmt: skip
+    _keep(tmp_path, config, key=old)
+    assert _kept(tmp_path, config) is None
 
 
 def test_the_claims_table_keeps_its_columns():
-    from keras_vit.recipes import compare
+    from keras_vit.parkkim import compare
 
-    text = compare._claims_markdown(parkkim.claims(_holding()), _quick_config())
+    text = compare._claims_markdown(claims.claims(_holding()), _quick_config())
     lines = [line for line in text.splitlines() if line.startswith("|")]
-    assert len(lines) == 2 + len(parkkim.CLAIMS)
+    assert len(lines) == 2 + len(claims.CLAIMS)
     for line in lines:  # "median |top eigenvalue|" escaped: four cells
         assert len(re.findall(r"(?<!\\)\|", line)) == 5, line
     assert "median \\|top eigenvalue\\|" in text
 
 
 # -- the command ----------------------------------------------------------------
+KERAS_VIT = shutil.which("keras-vit")
+# The stages each model's progress lines name, in order.
+STAGES = ("trained", "Fourier/variance", "Hessian", "noise", "distances", "landscape")
+
+
 def _run_quick(workdir, *extra):
-    from keras_vit.recipes import compare
+    from keras_vit.parkkim import compare
 
     argv = ["--config", "compare_quick", "--set", f"workdir={workdir}"]
     for item in extra:
@@ -396,14 +450,17 @@ def _run_quick(workdir, *extra):
 
 @pytest.fixture(scope="module")
 def quick(tmp_path_factory):
-    """One uninterrupted quick comparison (every model and analysis, tiny)."""
+    """One uninterrupted quick comparison (every model and analysis, tiny):
+    `(workdir, summary, what it printed)`."""
     workdir = tmp_path_factory.mktemp("compare") / "quick"
-    return workdir, _run_quick(workdir)
+    with contextlib.redirect_stdout(io.StringIO()) as printed:
+        summary = _run_quick(workdir)
+    return workdir, summary, printed.getvalue()
 
 
 def test_a_quick_comparison_writes_every_output(quick):
-    workdir, summary = quick
-    assert [row["key"] for row in summary["claims"]] == [c.key for c in parkkim.CLAIMS]
+    workdir, summary, _ = quick
+    assert [row["key"] for row in summary["claims"]] == [c.key for c in claims.CLAIMS]
     assert [row["model"] for row in summary["rows"]] == list(MODELS)
     for name in ("claims.md", "table.md", "results.json"):
         assert (workdir / name).stat().st_size > 0
@@ -423,38 +480,133 @@ def test_a_quick_comparison_writes_every_output(quick):
         panel = stored["panels"][name][0]
         assert len(panel["hessian"]["eigenvalues"][0]) == 2  # top_k
         assert len(panel["hessian"]["converged"][0]) == 2
-        assert panel["images"] == 32  # analysis_images: the noise claim's n
+        assert panel["images"] == 32  # analysis.images: the noise claim's n
         assert panel["noise"]["protocol"] == "authors"
     assert not [p for p in workdir.rglob("*") if p.name.startswith(".partial-")]
+    # The landscape's rows, kept while it was computed, are gone.
+    assert not list((workdir / "panels").glob("*.landscape.*"))
+
+
+def test_a_comparison_prints_its_plan_then_one_line_per_stage(quick):
+    from keras_vit.parkkim.compare import TITLES
+
+    _, _, printed = quick
+    lines = printed.splitlines()
+    # Always printed (compare_quick has verbose=0), each a "[compare]" line.
+    assert lines and all(line.startswith("[compare] ") for line in lines), lines
+    plan = lines.index(
+        "[compare] plan, timed on each model (the Hessian at most: a power "
+        "iteration stops once converged):"
+    )
+    for name in MODELS:
+        title = re.escape(TITLES[name])
+        pattern = rf"\[compare\] {title}: timed \d+\.\d s"
+        timed = [i for i, line in enumerate(lines) if re.fullmatch(pattern, line)]
+        assert len(timed) == 1 and timed[0] < plan
+        found = []
+        for stage in STAGES:
+            pattern = rf"\[compare\] {title} seed 0: {re.escape(stage)} \d+\.\d s"
+            found += [i for i, line in enumerate(lines) if re.fullmatch(pattern, line)]
+        assert len(found) == len(STAGES) and found == sorted(found), (name, lines)
+        assert found[0] > plan  # The plan comes before the long work.
+        assert any(line.startswith(f"[compare]   {TITLES[name]}, 1 run: forward "
+                                   "pass ") for line in lines)  # fmt: skip
+    text = " ".join(line.removeprefix("[compare]").strip() for line in lines)
+    assert "Hessian <= " in text and "1 batch x 2 eigenvalues x 3 iterations x 2 " \
+        "columns = 12 products a run" in text  # fmt: skip
+    assert "3 x 3 points x 1 batch = 9 forward passes a run" in text
+    assert "total: at most " in text and " plus training" in text
+    assert "analysis.landscape_points=3 (default 11)" in text
+    assert "analysis.landscape_seeds=1," in text  # the default: not repeated
+    assert lines[-1].startswith("[compare] claims, tables and figures written to")
 
 
 def test_a_rerun_reuses_every_run_and_panel(quick, capsys):
-    workdir, summary = quick
+    workdir, summary, _ = quick
     started = time.perf_counter()
     again = _run_quick(workdir)
     assert again["claims"] == summary["claims"]
     assert again["rows"] == summary["rows"]
     assert time.perf_counter() - started < 60  # No training, no analysis.
+    printed = capsys.readouterr().out
+    assert printed.count(": panel kept (") == len(MODELS)
+    assert "plan" not in printed  # Nothing left to plan.
 
 
-def test_changed_analysis_settings_redo_the_panels_not_the_training(quick, tmp_path):
-    workdir, summary = quick
-    import shutil
-
+@pytest.mark.skipif(KERAS_VIT is None, reason="the keras-vit script is not installed")
+def test_analysis_settings_set_on_the_command_line_redo_the_panels_only(
+    quick, tmp_path
+):
+    workdir, summary, _ = quick
     copy = tmp_path / "copy"
     shutil.copytree(workdir, copy)
-    changed = _run_quick(
-        copy, "hessian_top_k=1", "hessian_batch_size=4", "models=('vit',)"
-    )
-    panel = changed["panels"]["vit"][0]
+    done = subprocess.run(
+        [KERAS_VIT, "compare", "--config", "compare_quick",
+         "--set", f"workdir={copy}", "--set", "models=('vit',)",
+         "--set", "analysis.hessian_top_k=1", "--set", "analysis.hessian_batch_size=4",
+         "--set", "analysis.landscape_points=0"],
+        capture_output=True, text=True, timeout=900,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    out = done.stdout
+    # The training run is reused; the panel is measured again, as set.
+    assert re.search(r"^\[compare\] ViT seed 0: finished training run loaded "
+                     r"\d+\.\d s$", out, re.M), out  # fmt: skip
+    assert "1 batch x 1 eigenvalue x 3 iterations" in out
+    assert "analysis.hessian_top_k=1 (default 5)" in out
+    assert re.search(r"^\[compare\] ViT seed 0: Hessian \d+\.\d s$", out, re.M)
+    assert "ViT seed 0: landscape" not in out  # landscape_points=0
+    with open(copy / "results.json", encoding="utf-8") as f:
+        panel = json.load(f)["panels"]["vit"][0]
     assert len(panel["hessian"]["eigenvalues"][0]) == 1
-    assert panel["hessian"]["batch_sizes"] == [4]  # a field of the key, not a setting
-    # The training run is reused: the same test accuracy, no second run.
+    assert panel["hessian"]["batch_sizes"] == [4]
+    assert panel["landscape"] is None
     assert panel["test_accuracy"] == summary["panels"]["vit"][0]["test_accuracy"]
 
 
+def test_an_interrupted_landscape_resumes_from_its_last_grid_point(
+    quick, tmp_path, monkeypatch
+):
+    from keras_vit.analysis import landscape
+    from keras_vit.parkkim import compare
+
+    workdir, _, _ = quick
+    copy = tmp_path / "copy"
+    shutil.copytree(workdir, copy)
+    (copy / "panels" / "vit_seed0.json").unlink()
+    (copy / "landscape_vit_seed0.csv").unlink()
+    evaluate, calls = landscape._evaluate, []
+
+    def killed_after(points):
+        def counted(*args, **kwargs):
+            if len(calls) == points:
+                raise RuntimeError("killed")
+            calls.append(None)
+            return evaluate(*args, **kwargs)
+
+        return counted
+
+    config = _quick_config(f"workdir={copy}", "models=('vit',)")
+    monkeypatch.setattr(landscape, "_evaluate", killed_after(4))
+    with pytest.raises(RuntimeError, match="killed"):
+        compare.run(config)
+    rows = copy / "panels" / "vit_seed0.landscape.csv"
+    assert len(rows.read_text().splitlines()) == 4  # 4 of the 3 x 3 points
+    assert not (copy / "panels" / "vit_seed0.json").exists()
+    calls.clear()
+    monkeypatch.setattr(landscape, "_evaluate", killed_after(100))
+    compare.run(config)
+    assert len(calls) == 9 - 4  # The rest of the grid only.
+    # The same file as the uninterrupted run's, and the rows' file is gone.
+    assert (copy / "landscape_vit_seed0.csv").read_bytes() == (
+        workdir / "landscape_vit_seed0.csv"
+    ).read_bytes()
+    assert not list((copy / "panels").glob("*.landscape.*"))
+
+
 def test_a_killed_comparison_finishes_with_the_same_results(quick, tmp_path):
-    workdir, summary = quick
+    workdir, summary, _ = quick
     target = tmp_path / "killed"
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=REPO)
     argv = [sys.executable, "-m", "recipes.compare", "--config", "compare_quick",
@@ -486,7 +638,19 @@ def test_a_killed_comparison_finishes_with_the_same_results(quick, tmp_path):
         ("models=('vit', 'cat')", "models=('vit', 'cat'): must be distinct names"),
         ("seeds=0", "seeds=0: must be at least 1"),
         ("cnn_variant=huge", "cnn_variant='huge': must be a row of alternet"),
-        ("hessian_l2=cube", "hessian_l2='cube': must be one of"),
+        ("analysis.hessian_l2=cube", "analysis.hessian_l2='cube': must be one of"),
+        ("analysis.hessian_top_k=0", "analysis.hessian_top_k=0: must be positive"),
+        ("analysis.landscape_points=1", "analysis.landscape_points=1: must be 0"),
+        (
+            "analysis.hessian_topk=3",
+            "analysis.hessian_topk is no analysis option (did you mean "
+            "analysis.hessian_top_k?)",
+        ),
+        (
+            "hessian_top_k=3",
+            "unknown config key 'hessian_top_k'; did you mean analysis.hessian_top_k?",
+        ),
+        ("analysis=None", "analysis is set field by field (analysis.<name>=...)"),
         (
             "models=('vit', 'authors_vit_ti')",
             "'vit' and 'authors_vit_ti' would both be the claims' ViT",
@@ -505,7 +669,7 @@ def test_bad_settings_exit_2_with_one_line(item, message, capsys, tmp_path):
 def test_help_lists_the_shipped_configs():
     code = (
         "import sys, contextlib, io\n"
-        "from keras_vit.recipes import compare\n"
+        "from keras_vit.parkkim import compare\n"
         "with contextlib.redirect_stdout(io.StringIO()) as out:\n"
         "    try:\n"
         "        compare.main(['--help'])\n"

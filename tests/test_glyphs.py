@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from keras_vit import data
-from keras_vit.data import glyphs
+from keras_vit.parkkim import glyphs
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -44,7 +44,7 @@ def test_same_bytes_whatever_simd_numpy_dispatches_to():
     # NumPy picks its kernels by CPU (AVX-512, AVX2, SSE): a fresh process
     # limited to the baseline kernels must produce the same split.
     code = (
-        "from keras_vit.data import glyphs\n"
+        "from keras_vit.parkkim import glyphs\n"
         "images, labels = glyphs.glyph_arrays('test')\n"
         "print(glyphs.checksum(images), glyphs.checksum(labels))\n"
     )

@@ -343,7 +343,7 @@ def test_the_import_graph_finds_imports_of_every_kind():
     # Module level, a module named by `from package import module`, a
     # function-level import, and the package a load-time import passes.
     assert "keras_vit.recipes.termination" in imports["keras_vit.recipes.common"]
-    assert "keras_vit.data.source" in imports["keras_vit.data.glyphs"]
+    assert "keras_vit.data.source" in imports["keras_vit.parkkim.glyphs"]
     assert "keras_vit.weights.loader" in imports["keras_vit.models.vit"]
     assert "keras_vit.weights.loader" not in load_time["keras_vit.models.vit"]
     assert "keras_vit.models" in load_time["keras_vit.weights.loader"]
@@ -355,3 +355,48 @@ def test_keras_vit_modules_import_each_other_without_cycles():
     imports, load_time = _graphs()
     assert _cycle(imports) is None, " -> ".join(_cycle(imports))
     assert _cycle(load_time) is None, " -> ".join(_cycle(load_time))
+
+
+# -- (e) the Park & Kim wing sits on the core, never under it ---------------------
+WING = "keras_vit.parkkim"
+
+
+def _in_wing(module: str) -> bool:
+    return module == WING or module.startswith(WING + ".")
+
+
+def test_nothing_in_the_core_imports_the_park_and_kim_wing():
+    imports, _ = _graphs()
+    # The package's front door imports every subpackage, the wing included,
+    # so that its models, dataset, format, configs and command are
+    # registered after `import keras_vit`; no other core module may.
+    reaching = sorted(
+        f"{module} -> {target}"
+        for module, targets in imports.items()
+        if module != "keras_vit" and not _in_wing(module)
+        for target in targets
+        if _in_wing(target)
+    )
+    assert reaching == [], reaching
+    # And the wing does import the core (the test would be vacuous otherwise).
+    assert "keras_vit.models.model_family" in imports["keras_vit.parkkim.cnn.family"]
+
+
+def test_the_wing_registers_what_the_core_asks_for_by_name():
+    code = """
+    import keras_vit
+    from keras_vit.data.datasets import NAMED_SOURCES
+    from keras_vit.models import model_family
+    from keras_vit.recipes import COMMANDS
+    from keras_vit.recipes.configs.base import shipped_configs, RunConfig
+    from keras_vit.weights.formats import FORMATS
+    print(sorted(model_family.names()), sorted(NAMED_SOURCES),
+          [f.name for f in FORMATS], COMMANDS["compare"][0],
+          "compare_quick" in shipped_configs(RunConfig))
+    """
+    process = _python(code)
+    assert process.returncode == 0, process.stderr[-2000:]
+    assert _last_line(process.stdout) == (
+        "['alternet', 'preact_resnet', 'resnet', 'vit'] ['digits', 'glyphs'] "
+        "['npz', 'safetensors', 'torch.save'] keras_vit.parkkim.compare True"
+    )

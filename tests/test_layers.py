@@ -11,6 +11,7 @@ from helpers import images
 
 from keras_vit import layers
 from keras_vit.layers.transformer_block import gelu
+from keras_vit.parkkim import layers as parkkim_layers
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -340,21 +341,32 @@ ALL_LAYERS = [
     layers.StdConv2D(8, 3, 2, epsilon=1e-4),
     layers.LayerNorm(epsilon=1e-6),
     layers.PadToMultiple((16, 8)),
-    layers.PreActBlock(4, 2, False, 0.1),
-    layers.WindowAttention2D(2, 4, 8, 4, 0.1),
-    layers.PreActAttentionBlock(4, 2, 8, 4, False, 0.1, 0.1),
+]
+# The Park & Kim wing's layers (`keras_vit.parkkim.layers`), held to the same
+# rule.
+PARKKIM_LAYERS = [
+    parkkim_layers.PreActBlock(4, 2, False, 0.1),
+    parkkim_layers.PostActBlock(4, 2, True, 0.1),
+    parkkim_layers.PaddedMaxPooling2D(3, 2, 0),
+    parkkim_layers.WindowAttention2D(2, 4, 8, 4, 0.1),
+    parkkim_layers.PreActAttentionBlock(4, 2, 8, 4, False, 0.1, 0.1),
 ]
 
 
-def test_every_public_layer_is_listed_here():
-    listed = {type(layer).__name__ for layer in ALL_LAYERS}
+@pytest.mark.parametrize(
+    "module, listed", [(layers, ALL_LAYERS), (parkkim_layers, PARKKIM_LAYERS)]
+)
+def test_every_public_layer_is_listed_here(module, listed):
+    names = {type(layer).__name__ for layer in listed}
     classes = {
-        name for name in layers.__all__ if isinstance(getattr(layers, name), type)
+        name for name in module.__all__ if isinstance(getattr(module, name), type)
     }
-    assert listed == classes
+    assert names == classes
 
 
-@pytest.mark.parametrize("layer", ALL_LAYERS, ids=lambda layer: type(layer).__name__)
+@pytest.mark.parametrize(
+    "layer", ALL_LAYERS + PARKKIM_LAYERS, ids=lambda layer: type(layer).__name__
+)
 def test_config_is_exactly_the_constructor_arguments(layer):
     assert_config_is_constructor_args(layer)
     clone = type(layer).from_config(layer.get_config())

@@ -155,9 +155,9 @@ def test_a_checkout_runs_python_m_recipes(tmp_path):
 def _hint_cases():
     from keras_vit.analysis import plotting
     from keras_vit.data import datasets
-    from keras_vit.data import glyphs
     from keras_vit.export import onnx
     from keras_vit.interop import keras_hub
+    from keras_vit.parkkim import glyphs
 
     return {
         "tfds": ("data", "tensorflow_datasets", lambda: datasets.tfds_source("a", "b")),

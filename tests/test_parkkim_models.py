@@ -25,19 +25,19 @@ from helpers import assert_config_is_constructor_args
 
 import keras_vit
 from keras_vit.analysis._maps import FeatureMaps
-from keras_vit.layers.conv_blocks import PaddedMaxPooling2D
-from keras_vit.layers.conv_blocks import PostActBlock
-from keras_vit.models import parkkim
-from keras_vit.models.cnn import CNNLayout
-from keras_vit.models.cnn import CNNVariant
-from keras_vit.models.cnn import ResNet
 from keras_vit.models.variants import custom_spec
+from keras_vit.parkkim import authors
+from keras_vit.parkkim import pth as torch_file
+from keras_vit.parkkim import torch_resnet
+from keras_vit.parkkim.cnn import CNNLayout
+from keras_vit.parkkim.cnn import CNNVariant
+from keras_vit.parkkim.cnn import ResNet
+from keras_vit.parkkim.layers.conv_blocks import PaddedMaxPooling2D
+from keras_vit.parkkim.layers.conv_blocks import PostActBlock
 from keras_vit.weights import CheckpointError
 from keras_vit.weights import WeightsNotFoundError
 from keras_vit.weights import checks
 from keras_vit.weights import to_original_layout
-from keras_vit.weights import torch_resnet
-from keras_vit.weights.formats import pth as torch_file
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures")
 BASIC = CNNVariant("basic", (2, 1, 1, 1), widths=(4, 8, 16, 32), stem_width=4)
@@ -529,8 +529,8 @@ def test_resnet_maps_are_the_authors_blocks(name, build, file):
 
 def test_preprocessing_is_the_authors_evaluation_transform():
     want = expected("resnet_basic")
-    np.testing.assert_array_equal(parkkim.preprocess(want["images"]), want["inputs"])
-    layer = parkkim.preprocessing_layer()
+    np.testing.assert_array_equal(authors.preprocess(want["images"]), want["inputs"])
+    layer = authors.preprocessing_layer()
     np.testing.assert_allclose(
         keras.ops.convert_to_numpy(layer(want["images"].astype("float32"))),
         want["inputs"],
@@ -538,10 +538,10 @@ def test_preprocessing_is_the_authors_evaluation_transform():
     )
     model = basic_model()
     keras_vit.load_weights(model, fixture("parkkim_resnet_basic.pth.tar"))
-    out = logits(model, parkkim.preprocess(want["images"]))
+    out = logits(model, authors.preprocess(want["images"]))
     np.testing.assert_allclose(out, want["logits"], atol=TOLERANCE, rtol=0)
-    assert arch()["cifar100_mean"] == list(parkkim.CIFAR100_MEAN)
-    assert arch()["cifar100_std"] == list(parkkim.CIFAR100_STD)
+    assert arch()["cifar100_mean"] == list(authors.CIFAR100_MEAN)
+    assert arch()["cifar100_std"] == list(authors.CIFAR100_STD)
 
 
 @pytest.mark.parametrize(
@@ -569,7 +569,7 @@ def test_full_size_resnets_have_the_authors_keys_and_shapes(key, stem, classes, 
 
 def test_authors_resnet50_is_the_cifar_resnet50():
     with keras.StatelessScope(initialize_variables=False):
-        model = parkkim.authors_model("resnet_50")
+        model = authors.authors_model("resnet_50")
         assert model.name == "resnet_50_cifar100"
         assert model.input_shape == (None, 32, 32, 3)
         assert model.output_shape == (None, 100)
@@ -597,6 +597,57 @@ def test_loading_checks_every_key_before_assigning():
         CheckpointError, match=r"checkpoint \(3, 3, 3, 4\) vs model \(7, 7"
     ):
         keras_vit.load_weights(imagenet, fixture("parkkim_resnet_basic.pth.tar"))
+
+
+def test_the_authors_keys_are_a_dialect_of_the_one_rule_engine():
+    assert torch_resnet.DIALECT.rules is torch_resnet.RULES
+    assert torch_resnet.variable_path("layer0.0.weight") == "stem_conv/kernel"
+    assert torch_resnet.variable_path("layer0.1.running_var") == (
+        "stem_norm/moving_variance"
+    )
+    assert torch_resnet.variable_path("layer3.0.shortcut.1.weight") == (
+        "stage3_block1/shortcut_norm/gamma"
+    )
+    assert torch_resnet.variable_path("layer2.10.conv3.0.weight") == (
+        "stage2_block11/conv_3/kernel"
+    )
+    assert torch_resnet.variable_path("classifier.0.dense.bias") == "head/bias"
+    assert torch_resnet.variable_path("layer1.0.conv1.1.num_batches_tracked") is None
+    assert torch_resnet.variable_path("layer1.0.conv4.0.weight") is None
+    state = torch_file.read_state_dict(fixture("parkkim_resnet_basic.pth.tar"))
+    assert torch_resnet.DIALECT.recognizes(state)
+
+
+def test_every_misfit_is_named_and_nothing_changes():
+    model = basic_model()
+    state = dict(torch_file.read_state_dict(fixture("parkkim_resnet_basic.pth.tar")))
+    before = [w.numpy().copy() for w in model.weights]
+    cases = [
+        # A key no rule knows, with its shape.
+        ({"layer1.0.conv9.0.weight": np.zeros((4, 4, 3, 3), "float32")},
+         r"Unexpected keys:\n  layer1\.0\.conv9\.0\.weight \(4, 4, 3, 3\)"),
+        # A known key for a block the model does not have.
+        ({"layer2.1.conv1.0.weight": np.zeros((8, 8, 3, 3), "float32")},
+         r"layer2\.1\.conv1\.0\.weight -> stage2_block2/conv_1/kernel \(the "
+         r"model has no such variable\)"),
+        # A kernel of another rank is mis-shaped, not a crash.
+        ({"layer0.0.weight": np.zeros((4, 27), "float32")},
+         r"layer0\.0\.weight -> stem_conv/kernel: checkpoint \(4, 27\) vs model "
+         r"\(3, 3, 3, 4\)"),
+    ]  # fmt: skip
+    for change, message in cases:
+        with pytest.raises(CheckpointError, match=message):
+            keras_vit.load_weights(model, {**state, **change})
+    with pytest.raises(CheckpointError, match="'layer0.0.weight' has dtype int32"):
+        torch_resnet.load_torch_resnet(
+            model, {**state, "layer0.0.weight": np.zeros((4, 3, 3, 3), "int32")}
+        )
+    missing = {k: v for k, v in state.items() if not k.startswith("layer4.")}
+    with pytest.raises(CheckpointError) as info:
+        keras_vit.load_weights(model, missing)
+    assert info.value.missing[0].startswith("stage4_block1/")
+    for value, weight in zip(before, model.weights, strict=True):
+        np.testing.assert_array_equal(value, weight.numpy())
 
 
 def test_headless_resnet_drops_the_head_and_gives_the_features():
@@ -756,7 +807,7 @@ def test_vit_without_qkv_bias_gives_timm_logits():
     np.testing.assert_allclose(
         logits(model, want["inputs"]), want["logits"], atol=TOLERANCE, rtol=0
     )
-    out = logits(model, parkkim.preprocess(want["images"]))
+    out = logits(model, authors.preprocess(want["images"]))
     np.testing.assert_allclose(out, want["logits"], atol=TOLERANCE, rtol=0)
 
 
@@ -784,7 +835,7 @@ def test_a_qkv_bias_mismatch_says_which_to_build():
 def test_full_size_vit_ti_has_the_authors_keys_and_shapes():
     reference = arch()["vit_ti"]
     with keras.StatelessScope(initialize_variables=False):
-        model = parkkim.authors_model("vit_ti")
+        model = authors.authors_model("vit_ti")
         trainable = sum(int(np.prod(w.shape)) for w in model.trainable_weights)
         assert trainable == reference["params"] == 5_403_172
         state = {
@@ -803,16 +854,16 @@ def test_full_size_vit_ti_has_the_authors_keys_and_shapes():
 
 
 def test_authors_models_name_the_published_files():
-    assert parkkim.AUTHORS_MODELS["resnet_50"].url == (
+    assert authors.AUTHORS_MODELS["resnet_50"].url == (
         "https://github.com/xxxnell/how-do-vits-work-storage/releases/download/"
         "v0.1/resnet_50_cifar100_691cc9a9e4.pth.tar"
     )
-    assert parkkim.AUTHORS_MODELS["vit_ti"].url == (
+    assert authors.AUTHORS_MODELS["vit_ti"].url == (
         "https://github.com/xxxnell/how-do-vits-work-storage/releases/download/"
         "v0.1/vit_ti_cifar100_9857b21357.pth.tar"
     )
     with pytest.raises(ValueError, match="Unknown Park & Kim model"):
-        parkkim.authors_model("resnet_18")
+        authors.authors_model("resnet_18")
 
 
 def test_published_file_offline_is_one_line(tmp_path, monkeypatch):
@@ -821,11 +872,11 @@ def test_published_file_offline_is_one_line(tmp_path, monkeypatch):
 
     monkeypatch.setattr(keras.utils, "get_file", offline)
     with pytest.raises(WeightsNotFoundError) as info:
-        parkkim.checkpoint_path("vit_ti", cache_dir=tmp_path)
+        authors.checkpoint_path("vit_ti", cache_dir=tmp_path)
     message = str(info.value)
     assert "\n" not in message
-    assert parkkim.AUTHORS_MODELS["vit_ti"].url in message
+    assert authors.AUTHORS_MODELS["vit_ti"].url in message
     cached = tmp_path / "keras_vit" / "vit_ti_cifar100_9857b21357.pth.tar"
     cached.parent.mkdir(parents=True)
     cached.write_bytes(b"cached")
-    assert parkkim.checkpoint_path("vit_ti", cache_dir=tmp_path) == str(cached)
+    assert authors.checkpoint_path("vit_ti", cache_dir=tmp_path) == str(cached)

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import keras_vit
-from keras_vit.models.cnn import ResNet
+from keras_vit.parkkim.cnn import ResNet
 
 
 @pytest.fixture(scope="module")

@@ -23,20 +23,18 @@ extra). `python -m recipes.analyze` writes all figures at once.
   `read_landscape_csv`: the loss on a 2-D grid of filter-normalised
   directions, as the authors' CSV (Park & Kim, Fig. 1a).
 - `depth_statistics`, `map_variance`: Fourier `Δ log amplitude` and
-  variance of every feature map by depth, for a ViT, a ResNet, a PreActResNet or an
-  AlterNet alike (`FeatureMaps`, `model_family`).
+  variance of every feature map by depth, for any model family whose layout
+  names its feature maps: a ViT, or the CNNs and AlterNet of
+  `keras_vit.parkkim` alike (`FeatureMaps`, `model_family`).
 
 Park & Kim's analyses default to the authors' definitions (their code,
 xxxnell/how-do-vits-work); alternative definitions are available by name:
 `frequency="nyquist"`, `definition="all_values"` / `variance="all_values"`,
 `protocol="equal_energy"` (see docs/parkkim.md).
-- `attention_distance_by_depth`, `alternet_attention_distances`,
-  `window_attention_distance`: mean attention distance of a ViT's blocks or
-  an AlterNet's windowed MSA blocks, in input pixels.
 
-Any classifier works with `hessian_eigenvalues` and `noise_robustness`;
-`keras_vit.analysis.plotting_compare` draws several models side by side
-(`python -m recipes.compare`).
+Any classifier works with `hessian_eigenvalues` and `noise_robustness`.
+The comparison itself (the CNNs, AlterNet, the claims and their report)
+is the `keras_vit.parkkim` wing, which builds on these analyses.
 
 Example:
 
@@ -48,9 +46,7 @@ distances = analysis.attention_distances(model, images)  # (depth, heads)
 """
 
 from keras_vit.analysis import fewshot
-from keras_vit.analysis import parkkim
 from keras_vit.analysis import plotting
-from keras_vit.analysis import plotting_compare
 from keras_vit.analysis._maps import FeatureMaps
 from keras_vit.analysis._maps import model_family
 from keras_vit.analysis._walk import token_layout
@@ -88,13 +84,8 @@ from keras_vit.analysis.rollout import attention_rollout_maps
 from keras_vit.analysis.rollout import output_token_map
 from keras_vit.analysis.rollout import overlay
 from keras_vit.analysis.rollout import to_image_space
-from keras_vit.analysis.window_distance import alternet_attention_distances
-from keras_vit.analysis.window_distance import attention_distance_by_depth
-from keras_vit.analysis.window_distance import window_attention_distance
 
 __all__ = [
-    "alternet_attention_distances",
-    "attention_distance_by_depth",
     "attention_distances",
     "attention_rollout",
     "attention_rollout_maps",
@@ -122,10 +113,8 @@ __all__ = [
     "noise_robustness",
     "output_token_map",
     "overlay",
-    "parkkim",
     "patch_distances",
     "plotting",
-    "plotting_compare",
     "position_embedding_similarity",
     "PrincipalComponents",
     "read_landscape_csv",
@@ -135,6 +124,5 @@ __all__ = [
     "square_annulus_mask",
     "to_image_space",
     "token_layout",
-    "window_attention_distance",
     "write_landscape_csv",
 ]

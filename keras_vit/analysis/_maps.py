@@ -1,4 +1,4 @@
-"""Named feature maps of any of the three families: ViT, PreActResNet, AlterNet.
+"""Named feature maps of any model family: a ViT, or one whose layout names them.
 
 The depth analyses (Fourier amplitude, feature-map variance) are written once
 over a list of named `(B, H, W, C)` maps:
@@ -7,8 +7,10 @@ over a list of named `(B, H, W, C)` maps:
   attention residual (`msa_{i}`) and after the MLP residual (`mlp_{i}`), or
   only the block output (`block_{i}`); tokens are laid out on the patch grid
   and prefix tokens (class, registers) dropped;
-- a ResNet, PreActResNet or AlterNet gives its stem output and every block's output,
-  labelled by its layer name (`stage{s}_block{b}` or `stage{s}_msa{b}`).
+- a model of another family gives the maps its layout names
+  (`ModelLayout.feature_maps`): Park & Kim's ResNet, PreActResNet and
+  AlterNet (`keras_vit.parkkim`) give their stem output and every block's
+  output, labelled by layer name (`stage{s}_block{b}`, `stage{s}_msa{b}`).
 
 Each map also carries a kind: `"input"` (embedding or stem), `"msa"`, `"mlp"`
 or `"conv"`, so a plot can tell attention from convolution/MLP points.
@@ -25,8 +27,6 @@ import numpy as np
 
 from keras_vit.analysis._walk import BlockWalker
 from keras_vit.models import layout as names
-from keras_vit.models.cnn.layout import CNNLayout
-from keras_vit.models.cnn.layout import parse_block_name
 from keras_vit.models.layout import ModelLayout
 from keras_vit.models.layout import ViTLayout
 
@@ -35,7 +35,9 @@ CNN = "cnn"
 
 
 def model_family(model: keras.Model) -> str:
-    """`"vit"` for a keras_vit ViT, `"cnn"` for a ResNet, PreActResNet or AlterNet.
+    """`"vit"` for a keras_vit ViT, `"cnn"` for a model of another registered
+    family whose layout names its feature maps (Park & Kim's ResNet,
+    PreActResNet or AlterNet).
 
     Raises:
         keras_vit.models.LayoutError: `model` was built by none of them (a
@@ -100,10 +102,8 @@ class FeatureMaps:
                 else:
                     labels.append(f"block_{index}")
                     kinds.append("block")
-        else:
-            blocks = CNNLayout.of(model).block_names
-            labels = ["stem", *blocks]
-            kinds = ["input", *(parse_block_name(n)[2] for n in blocks)]
+        else:  # Another family's layout names its maps (e.g. the CNNs').
+            labels, kinds, _ = ModelLayout.of(model).feature_maps()
         return cls(
             model, family, tuple(labels), tuple(kinds), shape[:2], shape[2], sublayers
         )
@@ -140,11 +140,7 @@ class FeatureMaps:
         """The ViT's `BlockWalker`, or a CNN sub-model: stem and block outputs."""
         if self.family == VIT:
             return BlockWalker(self.model)
-        layout = CNNLayout.of(self.model)
-        first = layout.layer(layout.block_names[0])
-        outputs = [first.input] + [
-            layout.layer(name).output for name in layout.block_names
-        ]
+        _, _, outputs = ModelLayout.of(self.model).feature_maps()
         return keras.Model(self.model.inputs[0], outputs, name="analysis_maps")
 
     def _check(self, images: np.ndarray) -> str | None:

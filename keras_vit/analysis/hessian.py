@@ -57,6 +57,7 @@ batches small (8 to 64 images) for large models, or restrict `variables`.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from collections.abc import Iterable
 
@@ -534,3 +535,45 @@ def hessian_eigenvalues(
         lambda value: progbar.add(1, values=[("eigenvalue", value)]),
     )
     return np.asarray(sorted(values, key=abs, reverse=True), dtype="float64")
+
+
+def hessian_vector_product_seconds(
+    model: keras.Model,
+    batch,
+    loss: Callable | None = None,
+    weight_decay: float = 0.0,
+    l2: str = "norm",
+    repeats: int = 1,
+) -> float:
+    """Seconds one power iteration of `hessian_spectrum` takes on `batch`.
+
+    One Hessian-vector product on the model and batch (about two backward
+    passes), timed after a first call that traces it: what each of the
+    `top_k x max_iterations` iterations of a batch costs at most, to plan a
+    long measurement.
+
+    Args:
+        model: Any Keras model (run with `training=False`).
+        batch: One `(inputs, targets)` pair.
+        loss: The training loss; defaults to `default_loss`.
+        weight_decay: Factor of the L2 term.
+        l2: `"norm"` or `"squared"`; see `l2_term`.
+        repeats: Timed products; their mean is returned.
+
+    Returns:
+        Seconds per Hessian-vector product (wall time).
+    """
+    variables = _check_settings(model, None, 1, 1, weight_decay, l2)
+    hvp = _HessianVectorProduct(
+        model, loss or default_loss, variables, weight_decay, l2
+    )
+    inputs, targets = _check_pair(batch)
+    pair = (tf.convert_to_tensor(inputs), tf.convert_to_tensor(targets))
+    vector = np.random.default_rng(0).standard_normal(hvp.size)
+    vector /= np.linalg.norm(vector)
+    hvp(pair, vector)  # Traced here, not timed.
+    started = time.perf_counter()
+    for _ in range(max(int(repeats), 1)):
+        product = hvp(pair, vector)
+        float(vector @ product)  # The Rayleigh quotient, as an iteration.
+    return (time.perf_counter() - started) / max(int(repeats), 1)

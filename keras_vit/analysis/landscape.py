@@ -38,6 +38,11 @@ measured on a grid of `(x, y)`. This ports the authors' `ops/loss_landscapes.py`
 header, as that file; `keras_vit.analysis.plotting.plot_loss_landscape`
 draws it.
 
+A long sweep can be resumed: with `rows_path`, `loss_landscape` replaces
+that file (atomically: whole or absent) by every row computed so far after
+each grid point, in the same layout, and a later call with the same grid,
+directions and weights continues after the rows it finds there.
+
 One deliberate difference: by default the augmented batches are drawn once
 and reused at every grid point (`fixed_augmentation=True`), so that points
 differ only by their weights; the authors' loader draws fresh augmentations
@@ -55,6 +60,7 @@ import keras
 import numpy as np
 
 from keras_vit import atomic
+from keras_vit import paths
 from keras_vit.analysis.hessian import default_loss
 from keras_vit.models import layout as names
 
@@ -323,6 +329,7 @@ def loss_landscape(
     fixed_augmentation: bool = True,
     from_logits: bool = True,
     verbose: int = 1,
+    rows_path: str | None = None,
 ) -> dict:
     """The loss on a 2-D grid of filter-normalised directions (Fig. 1a).
 
@@ -362,6 +369,15 @@ def loss_landscape(
         from_logits: The model outputs logits (default) rather than
             probabilities.
         verbose: 1 shows a `keras.utils.Progbar` over the grid points.
+        rows_path: A CSV file that keeps the rows as they are computed, to
+            resume an interrupted sweep: after each grid point it is
+            replaced, atomically, by every row so far (`write_landscape_csv`'s
+            layout, no header). Rows already there are kept rather than
+            measured again when they are this grid's first points and the
+            weight norms (`l1`, `l2`) of the last one are those of this
+            call's directions and weights; otherwise the sweep starts over.
+            The data and the loss are not checked: a caller that changes
+            them deletes the file. Defaults to `None` (no file).
 
     Returns:
         A dict with `"columns"` (`COLUMNS`), `"rows"` (`(points, 19)`, one
@@ -406,15 +422,23 @@ def loss_landscape(
         len(grid), verbose=verbose, stateful_metrics=["NLL"], unit_name="point"
     )
     predict = _predictor(model)
-    rows = []
+
+    def move_to(a, b):
+        for i in moving:
+            step = original[i] + a * directions[0][i] + b * directions[1][i]
+            weights[i].assign(step.astype(original[i].dtype))
+        return parameter_norms(model)
+
     try:
-        for a, b in grid:
-            for i in moving:
-                step = original[i] + a * directions[0][i] + b * directions[1][i]
-                weights[i].assign(step.astype(original[i].dtype))
-            l1, l2 = parameter_norms(model)
+        rows = _kept_rows(rows_path, grid, move_to)
+        if rows:
+            progbar.add(len(rows))
+        for a, b in grid[len(rows) :]:
+            l1, l2 = move_to(a, b)
             metrics = _evaluate(predict, batches, loss, transform, cache, from_logits)
             rows.append([a, b, l1, l2, *metrics])
+            if rows_path:
+                atomic.write_text(rows_path, _csv_text(rows))
             progbar.add(1, values=[("NLL", metrics[0])])
     finally:
         for weight, value in zip(weights, original, strict=True):
@@ -434,6 +458,30 @@ def loss_landscape(
         "loss": nll + weight_decay * l2,
         "weight_decay": weight_decay,
     }
+
+
+def _kept_rows(path, grid, move_to) -> list:
+    """The rows an interrupted sweep left in `path` that this one can keep
+    (see `loss_landscape`'s `rows_path`), or `[]`."""
+    if not path:
+        return []
+    try:
+        with paths.open_file(path) as f:
+            rows = [[float(v) for v in line.split(",")] for line in f if line.strip()]
+    except (OSError, ValueError):
+        return []
+    if not rows or len(rows) > len(grid):
+        return []
+    if any(
+        len(row) != len(COLUMNS) or (row[0], row[1]) != point
+        for row, point in zip(rows, grid, strict=False)
+    ):
+        return []
+    # The last row's weights: the same directions from the same weights.
+    l1, l2 = move_to(*grid[len(rows) - 1])
+    if not np.allclose((l1, l2), rows[-1][2:4], rtol=1e-9, atol=0.0):
+        return []
+    return rows
 
 
 def _check_directions(directions, weights):
@@ -524,14 +572,18 @@ def write_landscape_csv(result: dict, path: str, header: bool = False) -> str:
     Returns:
         `path`.
     """
-    rows = np.asarray(result["rows"], dtype="float64")
+    return atomic.write_text(path, _csv_text(result["rows"], header))
+
+
+def _csv_text(rows, header: bool = False) -> str:
+    rows = np.asarray(rows, dtype="float64")
     if rows.ndim != 2 or rows.shape[1] != len(COLUMNS):
         raise ValueError(
             f"Expected rows of {len(COLUMNS)} columns. Received: shape {rows.shape}"
         )
     lines = [",".join(COLUMNS)] if header else []
     lines += [",".join(repr(float(v)) for v in row) for row in rows]
-    return atomic.write_text(path, "\n".join(lines) + "\n")
+    return "\n".join(lines) + "\n"
 
 
 def read_landscape_csv(path: str) -> dict:

@@ -14,7 +14,9 @@ Dataset names understood by `load_source`:
 - `"glyphs"`: typeset digits over patches of scikit-learn's bundled photos,
   rendered at 32x32 with real high-frequency content (10 classes, 10,000
   train and 2,000 test images, deterministic, generated in memory without a
-  download); see `keras_vit.data.glyphs`.
+  download); registered by the Park & Kim wing, `keras_vit.parkkim.glyphs`
+  (`import keras_vit` imports it). Other names come the same way, through
+  `register_source`.
 - `"folder:PATH"`: one sub-folder of images per class, the conventions of
   `keras.utils.image_dataset_from_directory`, either directly in `PATH` or
   in split sub-folders (`PATH/train/<class>/`, `PATH/test/<class>/`).
@@ -64,7 +66,6 @@ import numpy as np
 import tensorflow as tf
 
 from keras_vit import paths
-from keras_vit.data.glyphs import glyphs
 from keras_vit.data.source import ImageSource
 from keras_vit.data.source import check_percentages
 from keras_vit.data.source import parse_split
@@ -104,6 +105,34 @@ class DatasetError(ValueError, RuntimeError):
     """
 
 
+# Datasets known by one name: `name -> (split -> ImageSource)`. Built in:
+# "digits"; a wing adds its own (`keras_vit.parkkim` adds "glyphs") with
+# `register_source`.
+NAMED_SOURCES: dict = {}
+
+
+def register_source(name: str, load) -> None:
+    """Makes `load_source(name, split)` call `load(split)`.
+
+    Args:
+        name: The dataset's name, as configs and `--data` give it; not one
+            of the prefixed kinds (`folder:`, `tfds:`).
+        load: `split -> ImageSource` (a split such as `"train[:90%]"`).
+
+    Example:
+
+    ```python
+    register_source("glyphs", glyphs)
+    load_source("glyphs", "test").num_classes  # 10
+    ```
+    """
+    if ":" in name or not name:
+        raise ValueError(
+            f"A dataset name has no ':' and is not empty. Received: {name!r}"
+        )
+    NAMED_SOURCES[name] = load
+
+
 def load_source(
     dataset: str,
     split: str,
@@ -138,10 +167,8 @@ def load_source(
     """
     if not isinstance(dataset, str) or not dataset:
         raise ValueError(f"`dataset` must be a non-empty string. Received: {dataset!r}")
-    if dataset == "digits":
-        return digits(split)
-    if dataset == "glyphs":
-        return glyphs(split)
+    if dataset in NAMED_SOURCES:
+        return NAMED_SOURCES[dataset](split)
     if dataset.startswith("folder:"):
         return image_folder(dataset[len("folder:") :], split, split_seed=split_seed)
     name = dataset[len("tfds:") :] if dataset.startswith("tfds:") else dataset
@@ -829,3 +856,6 @@ def _digest(path: str, stat: os.stat_result, kind: str) -> bytes:
             digest.update(os.fsencode(path))  # Unreadable: equal to no other.
         _DIGESTS[key] = digest.digest()
     return _DIGESTS[key]
+
+
+register_source("digits", digits)

@@ -1,7 +1,7 @@
 """What every image source is: `ImageSource`, and the split syntax they share.
 
 `keras_vit.data.datasets` (digits, folders, TFDS) and
-`keras_vit.data.glyphs` build their sources from these:
+`keras_vit.parkkim.glyphs` build their sources from these:
 
 - `ImageSource`: a labelled `tf.data.Dataset` in a fixed order, with its
   size, class names and the identities of its examples.

@@ -19,13 +19,10 @@ from keras_vit.layers.config import use_closed_form_layer_norm
 from keras_vit.layers.config import use_erf_gelu
 from keras_vit.layers.config import use_fused_attention
 from keras_vit.layers.config import use_recompute_activations
-from keras_vit.layers.conv_blocks import PreActBlock
 from keras_vit.layers.drop_path import DropPath
 from keras_vit.layers.layer_norm import LayerNorm
 from keras_vit.layers.layer_scale import LayerScale
-from keras_vit.layers.local_attention import WindowAttention2D
 from keras_vit.layers.map_head import MAPHead
-from keras_vit.layers.msa_block import PreActAttentionBlock
 from keras_vit.layers.padding import PadToMultiple
 from keras_vit.layers.patch_embedding import PatchEmbedding
 from keras_vit.layers.pooling import TokenPooling
@@ -44,15 +41,12 @@ __all__ = [
     "MAPHead",
     "MultiHeadSelfAttention",
     "PadToMultiple",
-    "PreActAttentionBlock",
-    "PreActBlock",
     "PatchEmbedding",
     "RegisterTokens",
     "StdConv2D",
     "TokenGrid",
     "TokenPooling",
     "TransformerBlock",
-    "WindowAttention2D",
     "bfloat16_softmax",
     "closed_form_layer_norm",
     "erf_gelu",

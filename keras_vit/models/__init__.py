@@ -1,5 +1,5 @@
 """ViT models: the variant table, the encoder options, the generic
-constructor, named sizes and families, the CNN family, layouts.
+constructor, named sizes and families, layouts, the model-family registry.
 
 Example:
 
@@ -14,17 +14,6 @@ models.ViTLayout.of(model).depth  # 2
 from keras_vit.models import layout
 from keras_vit.models import masked_patch
 from keras_vit.models import options
-from keras_vit.models import parkkim
-from keras_vit.models.cnn.alternet import AlterNet
-from keras_vit.models.cnn.alternet import AlterNet18
-from keras_vit.models.cnn.alternet import AlterNet50
-from keras_vit.models.cnn.layout import CNNLayout
-from keras_vit.models.cnn.preact_resnet import PreActResNet
-from keras_vit.models.cnn.preact_resnet import PreActResNet18
-from keras_vit.models.cnn.preact_resnet import PreActResNet50
-from keras_vit.models.cnn.variants import ALTERNETS
-from keras_vit.models.cnn.variants import PREACT_RESNETS
-from keras_vit.models.cnn.variants import CNNVariant
 from keras_vit.models.families import DeiT3_B16
 from keras_vit.models.families import DeiT3_L16
 from keras_vit.models.families import DeiT3_S16
@@ -35,7 +24,6 @@ from keras_vit.models.families import DINOv2_S14
 from keras_vit.models.families import SigLIP_B16
 from keras_vit.models.families import SigLIP_So400m14
 from keras_vit.models.families import family_model
-from keras_vit.models.features import cnn_feature_extractor
 from keras_vit.models.features import feature_extractor
 from keras_vit.models.functional import OptimizerFirstModel
 from keras_vit.models.layout import LayoutError
@@ -77,14 +65,7 @@ from keras_vit.models.vit import ViT_S32
 from keras_vit.models.vit import ViT_Ti16
 
 __all__ = [
-    "AlterNet",
-    "AlterNet18",
-    "AlterNet50",
-    "ALTERNETS",
     "BACKBONES",
-    "cnn_feature_extractor",
-    "CNNLayout",
-    "CNNVariant",
     "custom_spec",
     "DeiT3_B16",
     "DeiT3_L16",
@@ -108,18 +89,13 @@ __all__ = [
     "NAMED_MODELS",
     "OptimizerFirstModel",
     "options",
-    "parkkim",
     "parse_variant",
-    "PREACT_RESNETS",
-    "PreActResNet",
     "Preprocessing",
     "preprocessing_of",
     "IMAGENET_MEAN",
     "IMAGENET_STD",
     "INCEPTION_MEAN",
     "INCEPTION_STD",
-    "PreActResNet18",
-    "PreActResNet50",
     "R26_ViT_B32",
     "R26_ViT_S32",
     "R50_ViT_B16",

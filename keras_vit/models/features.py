@@ -157,19 +157,3 @@ def _vit_block_outputs(
         )
         maps[index] = grid(output, grid_source=grid_source)  # (B, h, w, D)
     return maps
-
-
-def cnn_feature_extractor(
-    model: keras.Model,
-    blocks: list[int] | str | None = "all",
-    include_pooled: bool = True,
-    include_features: bool = True,
-) -> keras.Model:
-    """Deprecated: `feature_extractor` serves every keras_vit model."""
-    warnings.warn(
-        "keras_vit.cnn_feature_extractor is deprecated: call "
-        "keras_vit.feature_extractor, which serves every keras_vit model.",
-        DeprecationWarning,
-        stacklevel=2,
-    )
-    return feature_extractor(model, blocks, include_pooled, include_features)

@@ -93,7 +93,7 @@ class ModelLayout:
     """What every layout answers: layers by name, blocks by index, pooling.
 
     Subclasses are frozen dataclasses with `model`, `block_names` and
-    `pooled_name` fields (`ViTLayout`, `keras_vit.models.CNNLayout`), a
+    `pooled_name` fields (`ViTLayout`; a wing's, e.g. `keras_vit.parkkim.CNNLayout`), a
     `describes(model)` test and a `final` layer (the encoded token sequence
     of a ViT, the last activated map of a CNN; `final_key` names it).
     `ModelLayout.of(model)` picks the one that describes the model: the
@@ -144,6 +144,16 @@ class ModelLayout:
     @property
     def depth(self) -> int:
         return len(self.block_names)
+
+    def feature_maps(self) -> tuple[tuple[str, ...], tuple[str, ...], list]:
+        """`(labels, kinds, outputs)`: the maps the depth analyses read
+        (`keras_vit.analysis.FeatureMaps`) of a layout whose maps are layer
+        outputs (a ViT's are walked block by block instead): one label,
+        one kind (`"input"`, `"conv"`, `"msa"`) and one symbolic output
+        `(B, h, w, C)` each, in order of depth."""
+        raise LayoutError(
+            f"{type(self).__name__} does not name feature maps by layer output."
+        )
 
     def layer(self, name: str) -> keras.layers.Layer:
         """The model's layer called `name`, with a `LayoutError` if absent."""

@@ -125,10 +125,10 @@ class EncoderOptions:
                      "qkv_bias", "gelu_approximate", "remat", "fc_norm"):  # fmt: skip
             yield name, _bool(getattr(self, name))
         yield "num_registers", _count(self.num_registers)
-        yield "mlp", _choice(self.mlp, MLP_KINDS)
-        yield "pooling", _choice(self.pooling, POOLINGS)
+        yield "mlp", choice_problem(self.mlp, MLP_KINDS)
+        yield "pooling", choice_problem(self.pooling, POOLINGS)
         for name in ("dropout_rate", "attention_dropout_rate", "drop_path_rate"):
-            yield name, _rate(getattr(self, name))
+            yield name, rate_problem(getattr(self, name))
         yield "layer_scale_init", _positive_or_none(self.layer_scale_init)
         yield (
             "pooling",
@@ -175,13 +175,27 @@ class EncoderOptions:
         return {
             "dropout_rate": self.dropout_rate,
             "attention_dropout_rate": self.attention_dropout_rate,
-            "drop_path_rate": self.drop_path_rate * index / max(depth - 1, 1),
+            "drop_path_rate": drop_path_rates(self.drop_path_rate, depth)[index],
             "gelu_approximate": self.gelu_approximate,
             "layer_scale_init": self.layer_scale_init,
             "qk_norm": self.qk_norm,
             "qkv_bias": self.qkv_bias,
             "mlp": self.mlp,
         }
+
+
+def drop_path_rates(rate: float, depth: int) -> tuple[float, ...]:
+    """Stochastic depth of each of `depth` blocks: linear from 0 to `rate`.
+
+    Block `i` drops its branch with rate `rate * i / (depth - 1)` (the ViT's,
+    DeiT's and Park & Kim's ramp; one block gets 0).
+
+    Example:
+
+    >>> drop_path_rates(0.2, 3)
+    (0.0, 0.1, 0.2)
+    """
+    return tuple(rate * i / max(depth - 1, 1) for i in range(depth))
 
 
 def option_names() -> tuple[str, ...]:
@@ -249,11 +263,14 @@ def _count(value):
     return None if ok and value >= 0 else "must be an integer >= 0"
 
 
-def _choice(value, choices):
+def choice_problem(value, choices) -> str | None:
+    """`None` if `value` is one of `choices`, else what is wrong (the option
+    checks of `EncoderOptions` and of a wing's options objects)."""
     return None if value in choices else f"must be one of {choices}"
 
 
-def _rate(value):
+def rate_problem(value) -> str | None:
+    """`None` for a rate in `[0, 1)`, else what is wrong."""
     ok = isinstance(value, numbers.Real) and not isinstance(value, bool)
     return None if ok and 0 <= value < 1 else "must be a number in [0, 1)"
 

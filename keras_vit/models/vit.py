@@ -10,11 +10,13 @@ import keras
 from keras_vit.layers import TokenPooling
 from keras_vit.layers.padding import PadToMultiple
 from keras_vit.models import layout as names
+from keras_vit.models import model_family
 from keras_vit.models.encoder import check_image_size
 from keras_vit.models.encoder import encode
 from keras_vit.models.encoder import patch_tokens
 from keras_vit.models.encoder import readout
 from keras_vit.models.functional import OptimizerFirstModel
+from keras_vit.models.layout import ViTLayout
 from keras_vit.models.options import EncoderOptions
 from keras_vit.models.options import builder_arguments
 from keras_vit.models.options import resolve_options
@@ -373,3 +375,35 @@ NAMED_MODELS = {
 for _name, _variant in NAMED_MODELS.items():
     _title = ("ResNet+" if "+" in _variant else "") + f"ViT-{_variant.split('+')[-1]}"
     globals()[_name].__doc__ = _DOC.format(title=_title, variant=_variant, name=_name)
+
+
+def _build_for_run(config, num_classes: int) -> keras.Model:
+    """The ViT of a run config (`variant`, `image_size`, `channels`,
+    `encoder`); `recipes.train` adds what only a training run has
+    (initialisation, LoRA, dynamic sizes)."""
+    return ViT(
+        config.variant,
+        num_classes=num_classes,
+        image_size=config.image_size,
+        channels=config.channels,
+        options=config.encoder,
+    )
+
+
+def _check_variant(variant: str) -> bool | str:
+    try:
+        parse_variant(variant)
+    except ValueError as error:
+        return str(error).splitlines()[0]
+    return True
+
+
+model_family.register(
+    model_family.ModelFamily(
+        name="vit",
+        title="ViT",
+        layout=ViTLayout,
+        build=_build_for_run,
+        check_variant=_check_variant,
+    )
+)

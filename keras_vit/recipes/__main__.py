@@ -20,19 +20,15 @@ import sys
 from keras_vit.recipes import COMMANDS
 from keras_vit.recipes import cli
 
-USAGE = (
-    "usage: keras-vit <command> [arguments]\n\n"
-    "commands (keras-vit <command> --help for each):\n"
-    "  train            train or fine-tune a ViT (or a CNN of Park & Kim's)\n"
-    "  pretrain_masked  masked patch prediction pre-training (paper §4.6)\n"
-    "  compare          Park & Kim's comparison: ViT, ResNets, AlterNet\n"
-    "  analyze          the papers' figures for one model\n"
-    "  export           a SavedModel for TF Serving (and LiteRT, ONNX)\n"
-    "  convert          an original checkpoint to a .keras file\n"
-    "  fewshot          few-shot linear evaluation\n"
-    "  predict          classify image files: the top-k classes of each\n"
-    "  validate         a classifier's top-1/top-5 accuracy and loss on a dataset\n"
-)
+
+def usage() -> str:
+    """The `keras-vit --help` text: every registered command."""
+    width = max(map(len, COMMANDS)) + 2
+    lines = [f"  {name:<{width}} {summary}" for name, (_, summary) in COMMANDS.items()]
+    return (
+        "usage: keras-vit <command> [arguments]\n\n"
+        "commands (keras-vit <command> --help for each):\n" + "\n".join(lines) + "\n"
+    )
 
 
 def main(argv: list[str] | None = None, *, invoked_as: str = "keras-vit {command}"):
@@ -45,7 +41,7 @@ def main(argv: list[str] | None = None, *, invoked_as: str = "keras-vit {command
     """
     argv = sys.argv[1:] if argv is None else list(argv)
     if not argv or argv[0] in ("-h", "--help"):
-        print(USAGE, end="")  # noqa: T201
+        print(usage(), end="")  # noqa: T201
         raise SystemExit(0 if argv else cli.EXIT_USAGE)
     command = argv[0].replace("-", "_")
     if command not in COMMANDS:
@@ -54,7 +50,7 @@ def main(argv: list[str] | None = None, *, invoked_as: str = "keras-vit {command
             "(see keras-vit --help)"
         )
     cli.invoked_as(invoked_as)
-    module = importlib.import_module(f"keras_vit.recipes.{command}")
+    module = importlib.import_module(COMMANDS[command][0])
     return module.main(argv[1:])
 
 

@@ -2,12 +2,14 @@
 documented: one source, no copy to keep in step.
 
 A config field (`keras_vit/recipes/configs/base.py`) is documented by the
-comment on its line, or by the comment lines just above it; an encoder
-option by the `Attributes:` section of `keras_vit.EncoderOptions`'
-docstring. `fields(kind)` gives each field's name (encoder options as
-`encoder.<name>`), type, default and the first sentence of its
+comment on its line, or by the comment lines just above it; a field of a
+nested field (a frozen dataclass such as `keras_vit.EncoderOptions`, set
+as `encoder.<name>`) by the `Attributes:` section of its class's
+docstring. `fields(kind)` gives each field's name (nested ones as
+`<field>.<name>`), type, default and the first sentence of its
 documentation; `describe_fields(kind)` formats them for `--help`. Reading
-them imports neither Keras nor TensorFlow.
+them imports neither Keras nor TensorFlow (a wing's config may: its module
+is imported to list it).
 
 Example:
 
@@ -30,7 +32,8 @@ import re
 import textwrap
 import tokenize
 
-from keras_vit.models.options import EncoderOptions
+from keras_vit.recipes.configs.base import BARE_NAMES
+from keras_vit.recipes.configs.base import nested_fields
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,41 +55,43 @@ class Field:
 
 
 def fields(kind: type) -> list[Field]:
-    """Every field of the config class `kind`, the encoder's options last.
+    """Every field of the config class `kind`, the nested fields' last.
 
     Args:
         kind: A config dataclass, e.g. `TrainConfig`.
 
     Returns:
-        A list of `Field`, in declaration order; `encoder` itself is given
-        as its options, `encoder.<name>`.
+        A list of `Field`, in declaration order; a nested field (a frozen
+        dataclass, e.g. `encoder`) is given as its own fields,
+        `encoder.<name>`, after the others.
     """
     docs = {}
     for cls in reversed(kind.__mro__):  # A subclass's comment wins.
         if dataclasses.is_dataclass(cls):
             docs.update(_comments(cls))
     default = kind()
-    out = []
-    for field in dataclasses.fields(kind):
-        if field.name == "encoder":
-            continue
-        out.append(
-            Field(
-                field.name,
-                _type_name(field.type),
-                repr(getattr(default, field.name)),
-                _first_sentence(docs.get(field.name, "")),
-            )
+    nested = nested_fields(kind)
+    out = [
+        Field(
+            field.name,
+            _type_name(field.type),
+            repr(getattr(default, field.name)),
+            _first_sentence(docs.get(field.name, "")),
         )
-    options = _option_docs()
-    for field in dataclasses.fields(EncoderOptions):
-        out.append(
+        for field in dataclasses.fields(kind)
+        if field.name not in nested
+    ]
+    for name, cls in nested.items():
+        attributes = _attribute_docs(cls)
+        value = getattr(default, name)
+        out.extend(
             Field(
-                f"encoder.{field.name}",
+                f"{name}.{field.name}",
                 _type_name(field.type),
-                repr(getattr(default.encoder, field.name)),
-                _first_sentence(options.get(field.name, "")),
+                repr(getattr(value, field.name)),
+                _first_sentence(attributes.get(field.name, "")),
             )
+            for field in dataclasses.fields(cls)
         )
     return out
 
@@ -99,12 +104,22 @@ def describe_fields(kind: type, width: int = 88) -> str:
         kind: A config dataclass.
         width: The column to wrap at.
     """
-    lines = [
-        f"config fields (--set KEY=VALUE; the defaults of {kind.__name__}, "
-        "which a --config changes; an encoder option is also set by its "
-        "own name, e.g. --set drop_path_rate=0.1):"
+    bare = [
+        field.name
+        for field in dataclasses.fields(kind)
+        if field.metadata.get(BARE_NAMES)
     ]
-    lines = textwrap.wrap(lines[0], width)
+    also = (
+        f"; a field of {' or '.join(bare)} is also set by its own name, e.g. "
+        "--set drop_path_rate=0.1"
+        if bare
+        else ""
+    )
+    lines = textwrap.wrap(
+        f"config fields (--set KEY=VALUE; the defaults of {kind.__name__}, "
+        f"which a --config changes{also}):",
+        width,
+    )
     for field in fields(kind):
         lines.append(f"  {field.name}: {field.type} = {field.default}")
         lines.extend(
@@ -171,9 +186,9 @@ def _comment_text(comment: str) -> str:
 
 
 @functools.cache
-def _option_docs() -> dict[str, str]:
-    """`{option: text}` from `EncoderOptions`' `Attributes:` section."""
-    docstring = inspect.getdoc(EncoderOptions) or ""
+def _attribute_docs(cls: type) -> dict[str, str]:
+    """`{field: text}` from the `Attributes:` section of `cls`' docstring."""
+    docstring = inspect.getdoc(cls) or ""
     out, name, inside = {}, None, False
     for line in docstring.splitlines():
         if line.strip() == "Attributes:":

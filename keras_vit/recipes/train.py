@@ -233,7 +233,9 @@ def _compile(config: TrainConfig, run_, model, steps: int, train_ds, state):
 
 
 def build_model(config: TrainConfig, num_classes: int, say=print):
-    """The ViT of `config`, initialised from `config.init_from` if set.
+    """The ViT of `config`, initialised from `config.init_from` if set (or
+    the model of another family that `config.architecture` names, from
+    `keras_vit.models.model_family`).
 
     Every kind of `init_from` (a tag, an `.npz`, a `.safetensors`, our own
     `.keras` / `.weights.h5`) goes through `keras_vit.weights.load_weights`,
@@ -248,8 +250,10 @@ def build_model(config: TrainConfig, num_classes: int, say=print):
     from keras_vit.recipes.configs.base import model_arguments
     from keras_vit.weights import load_weights
 
-    if config.architecture != "vit":
-        return _cnn(config, num_classes)
+    if config.architecture != "vit":  # Another registered model family.
+        from keras_vit.models import model_family
+
+        return model_family.named(config.architecture).build(config, num_classes)
     model = keras_vit.ViT(
         config.variant,
         num_classes=num_classes,
@@ -469,24 +473,6 @@ def _file_grid(keys) -> tuple[int, int] | None:
         if side and side * side == rows:
             return side, side
     return None
-
-
-def _cnn(config: TrainConfig, num_classes: int):
-    """The CNN of Park & Kim's comparison that `config.architecture` names."""
-    from keras_vit.models import cnn
-
-    build = {
-        "resnet": cnn.ResNet,
-        "preact_resnet": cnn.PreActResNet,
-        "alternet": cnn.AlterNet,
-    }[config.architecture]
-    return build(
-        config.variant,
-        num_classes=num_classes,
-        image_size=config.image_size,
-        channels=config.channels,
-        drop_path_rate=config.encoder.drop_path_rate,
-    )
 
 
 def _callbacks(

@@ -134,7 +134,7 @@ def read_checkpoint(
         source = sources.resolve(path, variant=tag_variant, cache_dir=cache_dir)
         return _from_resolved(source, model, layout)
     if not os.path.exists(path):
-        if os.sep in path or path.endswith(_FILE_SUFFIXES):
+        if os.sep in path or path.endswith(_file_suffixes()):
             raise FileNotFoundError(f"No checkpoint file at {path!r}.")
         raise ValueError(sources.unknown_name_message(path))
     if os.path.isdir(path):
@@ -145,11 +145,10 @@ def read_checkpoint(
     return Checkpoint(params, source=path, heads_recorded=heads_recorded)
 
 
-# What a directory may hold that `weights=` reads, for the error's hint.
-_FILE_SUFFIXES = (
-    *(s for f in FORMATS for s in f.suffixes),
-    *keras_h5.READABLE_SUFFIXES,
-)
+def _file_suffixes() -> tuple[str, ...]:
+    """What a directory may hold that `weights=` reads, for the error's hint
+    (asked when needed: a wing may register a format after this import)."""
+    return (*(s for f in FORMATS for s in f.suffixes), *keras_h5.READABLE_SUFFIXES)
 
 
 def _directory_message(path: str) -> str:
@@ -164,9 +163,9 @@ def _directory_message(path: str) -> str:
             "not load weights from (an export for serving): pass the .keras, "
             ".weights.h5 or checkpoint file the model was built from."
         )
-    files = [os.path.join(path, n) for n in names if n.endswith(_FILE_SUFFIXES)]
+    files = [os.path.join(path, n) for n in names if n.endswith(_file_suffixes())]
     hint = f", e.g. {files[0]!r}" if files else ""
-    kinds = ", ".join(_FILE_SUFFIXES[:-1]) + " or " + _FILE_SUFFIXES[-1]
+    kinds = ", ".join(_file_suffixes()[:-1]) + " or " + _file_suffixes()[-1]
     return (
         f"{path!r} is a directory; `weights=` takes a checkpoint file ({kinds})"
         f"{hint}, or a known tag."

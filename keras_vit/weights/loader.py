@@ -9,13 +9,12 @@ import keras
 import numpy as np
 
 from keras_vit.models import layout as names_
-from keras_vit.models.cnn.layout import CNNLayout
+from keras_vit.models import model_family
 from keras_vit.models.preprocessing import Preprocessing
 from keras_vit.models.preprocessing import preprocessing_of
 from keras_vit.models.preprocessing_layer import preprocessing_layer
 from keras_vit.weights import checks
 from keras_vit.weights import qkv_bias
-from keras_vit.weights import torch_resnet
 from keras_vit.weights.checkpoint import Checkpoint
 from keras_vit.weights.checkpoint import read_checkpoint
 from keras_vit.weights.dialects.ours import checkpoint_layout
@@ -46,8 +45,10 @@ def load_weights(
     classifier, an encoder or a masked-patch pre-training model), or a dict
     of arrays in the original `.npz` layout. Every source is read into one
     `keras_vit.weights.Checkpoint` and loaded by the same rules. A
-    post-activation `keras_vit.models.cnn.ResNet` takes the state dict of
-    Park & Kim's PyTorch ResNet instead (`keras_vit.weights.torch_resnet`).
+    model of another registered family with its own loader
+    (`keras_vit.models.model_family`) is handed to it: Park & Kim's
+    post-activation `keras_vit.parkkim.cnn.ResNet` takes the state dict of
+    their PyTorch ResNet (`keras_vit.parkkim.torch_resnet`).
 
     Every key is checked before any weight changes: a checkpoint of another
     variant raises `VariantMismatchError`, and missing, unexpected or
@@ -119,9 +120,11 @@ def load_weights(
     keras_vit.weights.load_weights(model, "augreg_in21k")
     ```
     """
-    if CNNLayout.describes(model):  # Park & Kim's PyTorch ResNet
-        _check_cnn_options(
+    family = _other_family(model)
+    if family is not None:  # E.g. Park & Kim's CNNs (keras_vit.parkkim).
+        _check_other_family_options(
             model,
+            family,
             resample_method=(resample_method, "bilinear"),
             align_corners=(align_corners, None),
             keep_pre_logits=(keep_pre_logits, None),
@@ -129,7 +132,7 @@ def load_weights(
             resample_patch=(resample_patch, False),
             tag_variant=(tag_variant, None),
         )
-        return torch_resnet.load_torch_resnet(model, weights, progress)
+        return family.load_weights(model, weights, progress)
     checks.patch_resize_method(resample_patch)  # before any file is read
     layout, unmapped = checkpoint_layout(model)
     checkpoint = read_checkpoint(
@@ -187,11 +190,23 @@ def adopt_preprocessing(model: keras.Model, preprocessing: Preprocessing) -> lis
     return [f"Inputs are now prepared as the weights were: {preprocessing.describe()}."]
 
 
-def _check_cnn_options(model, **given) -> None:
-    """Refuses the ViT-only options of `load_weights` for a CNN, in one line."""
+def _other_family(model):
+    """The registered family of `model` when it loads weights its own way
+    (`ModelFamily.load_weights`), else `None` (a ViT: the path below)."""
+    for name in model_family.names():
+        family = model_family.named(name)
+        if family.load_weights is not None and family.describes(model):
+            return family
+    return None
+
+
+def _check_other_family_options(model, family, **given) -> None:
+    """Refuses the ViT-only options of `load_weights` for a model of another
+    family, in one line."""
     used = sorted(k for k, (value, default) in given.items() if value != default)
     if used:
         raise TypeError(
             f"load_weights: {', '.join(used)} only apply to a ViT; "
-            f"{model.name!r} is a CNN, which loads a PyTorch state dict as it is."
+            f"{model.name!r} is a {family.title}, which loads its checkpoint "
+            "as it is."
         )

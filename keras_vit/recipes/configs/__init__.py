@@ -1,10 +1,11 @@
-"""Shipped configs of `train`, `pretrain_masked` and `compare`.
+"""Shipped configs of `train` and `pretrain_masked`.
 
-`python -m recipes.train --config <name>` (and `recipes.pretrain_masked`,
-`recipes.compare`). Each module defines `get_config()`, returning a
-`TrainConfig` (`train`), a `PretrainConfig` (`pretrain_masked`) or a
-`CompareConfig` (`compare`) (see `base.py`); its docstring gives the
-command, the hardware, the expected accuracy and time. A shipped config is
+`python -m recipes.train --config <name>` (and `recipes.pretrain_masked`).
+Each module defines `get_config()`, returning a `TrainConfig` (`train`) or
+a `PretrainConfig` (`pretrain_masked`) (see `base.py`); its docstring gives
+the command, the hardware, the expected accuracy and time. A wing adds its
+own package of configs (`base.register_config_package`: `keras-vit
+compare`'s are in `keras_vit.parkkim.configs`). A shipped config is
 imported when it is asked for, by name (`base.load_config`).
 
 Example:

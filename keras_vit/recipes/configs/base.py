@@ -8,7 +8,10 @@ returning one of them; its docstring gives the command, the hardware, the
 expected accuracy and the time. The command line changes any field with
 `--set key=value`: the value is a Python literal (`ast.literal_eval`), or a
 bare word for text fields (`--set dataset=cifar100`), checked against the
-field's type; `image_size` also takes `224`, `224,320` or `224x320`.
+field's type; `image_size` also takes `224`, `224,320` or `224x320`. A
+field holding a frozen dataclass (`encoder`; a wing's, e.g. `keras-vit
+compare`'s `analysis`) is set field by field: `--set encoder.pooling=gap`,
+`--set analysis.hessian_top_k=3` (an encoder option also by its own name).
 
 Values are checked when a config is made (ranges, choices): a wrong one
 raises `ConfigError` naming the field, before any run starts.
@@ -29,7 +32,9 @@ import math
 import os
 import types
 import typing
+from operator import attrgetter
 
+from keras_vit.models import model_family
 from keras_vit.models.options import LORA_TARGETS
 from keras_vit.models.options import EncoderOptions
 
@@ -66,6 +71,10 @@ RUN_ONLY_FIELDS = frozenset(
         "remat",  # Same numbers, less memory: a backup resumes either way.
     }
 )
+# The metadata key of a nested field (a frozen dataclass, set field by field:
+# `--set encoder.pooling=gap`) whose fields the command line also takes by
+# their own names (`--set pooling=gap`).
+BARE_NAMES = "bare_names"
 # The spellings a command line may give a yes/no field.
 _BOOLEAN_WORDS = {"true": True, "yes": True, "on": True, "1": True,
                   "false": False, "no": False, "off": False, "0": False}  # fmt: skip
@@ -82,10 +91,6 @@ TRAIN_VIT_FIELDS = (
     "dynamic_image_pad",
     "position_resample",
 )
-
-
-# What `TrainConfig.architecture` may name.
-ARCHITECTURES = ("vit", "resnet", "preact_resnet", "alternet")
 
 
 class ConfigError(ValueError):
@@ -129,7 +134,9 @@ class RunConfig:
     # Every encoder option (tokens, blocks, dropouts, pooling, ...): see
     # keras_vit.EncoderOptions. The command line sets one by its own name,
     # e.g. --set qk_norm=true or --set encoder.pooling=gap.
-    encoder: EncoderOptions = EncoderOptions()
+    encoder: EncoderOptions = dataclasses.field(
+        default=EncoderOptions(), metadata={BARE_NAMES: True}
+    )
 
     # -- optimisation ------------------------------------------------------
     optimizer: str = "adamw"  # "adamw", "adam" or "sgd".
@@ -164,8 +171,8 @@ class RunConfig:
 
     def __post_init__(self):
         for name, value in self._checks():
-            if value is not True:
-                raise ConfigError(f"{name}={getattr(self, name)!r}: {value}")
+            if value is not True:  # `name` may be nested: "analysis.images".
+                raise ConfigError(f"{name}={attrgetter(name)(self)!r}: {value}")
 
     def resolved_workdir(self) -> str:
         """`workdir`, or `runs/<name>` when it is unset."""
@@ -256,9 +263,10 @@ class TrainConfig(RunConfig):
     label_smoothing: float = 0.0  # Of the one-hot targets, in the loss.
 
     # -- model -------------------------------------------------------------
-    # "vit", or a network of Park & Kim's comparison: "resnet" (their
-    # post-activation ResNet), "preact_resnet" or "alternet"; `variant` then
-    # names its row (e.g. "mini", "18", "50"; keras_vit.models.cnn).
+    # A registered model family (keras_vit.models.model_family): "vit", or
+    # one a wing adds, e.g. Park & Kim's "resnet" (their post-activation
+    # ResNet), "preact_resnet" or "alternet"; `variant` then names its row
+    # (e.g. "mini", "18", "50"; keras_vit.parkkim.cnn).
     architecture: str = "vit"
     representation_size: int | None = None  # Pre-training tanh "pre-logits" width.
     patch_size: int | None = None  # Overrides the variant's (weights resampled).
@@ -286,9 +294,11 @@ class TrainConfig(RunConfig):
 
     def _checks(self):
         yield from super()._checks()
-        yield "architecture", _choice(self.architecture, ARCHITECTURES)
-        if self.architecture != "vit":
-            yield "variant", _cnn_row(self.architecture, self.variant)
+        families = model_family.names()
+        yield "architecture", _choice(self.architecture, families)
+        if self.architecture != "vit" and self.architecture in families:
+            check = model_family.named(self.architecture).check_variant
+            yield "variant", check(self.variant)
             yield (
                 "architecture",
                 not (self.init_from or self.lora_rank or self.layer_decay)
@@ -394,71 +404,6 @@ class PretrainConfig(RunConfig):
         )
 
 
-@dataclasses.dataclass(frozen=True)
-class CompareConfig(TrainConfig):
-    """Park & Kim's comparison (`recipes.compare`): several networks trained
-    with one recipe over several seeds, then every analysis of the paper with
-    the authors' protocols, and a verdict on each claim.
-
-    Every `TrainConfig` field is the training recipe of each run; `variant`
-    and `encoder` are the ViT's, `cnn_variant` the row of the CNNs.
-    """
-
-    # -- the runs ----------------------------------------------------------
-    name: str = "compare"
-    # Among "vit", "resnet" (post-activation, the paper's CNN), "preact_resnet"
-    # and "alternet" (its partner); or the authors' own trained CIFAR-100
-    # models, "authors_vit_ti" and "authors_resnet_50" (no training).
-    models: tuple[str, ...] = ("vit", "resnet", "preact_resnet", "alternet")
-    seeds: int = 5  # Runs per model, seeds 0 .. seeds - 1.
-    cnn_variant: str = "mini"  # The CNNs' row (keras_vit.models.cnn).
-    # The authors' files for "authors_*" models: a path, or "cifar100" to
-    # download their published file into the Keras cache once.
-    authors_vit_ti: str = "cifar100"
-    authors_resnet_50: str = "cifar100"  # The same, for "authors_resnet_50".
-
-    # -- the analyses (keras_vit.analysis.parkkim.PanelSettings) -----------
-    analysis_images: int = 512  # Test images of the Fourier, variance, noise.
-    hessian_batches: int = 2  # Augmented training batches per run; 0 = all.
-    hessian_batch_size: int = 32  # Images per Hessian batch.
-    hessian_top_k: int = 5  # The authors' top-5 per batch.
-    hessian_iterations: int = 20  # Power iterations per eigenvalue, at most.
-    hessian_l2: str = "norm"  # The authors' ops/norm.py; or "squared".
-    clean_hessian: bool = True  # Also the clean-data, no-L2 column.
-    # Sign noise; None: 0.31 ([-1, 1] input), 0.7 for the authors' models
-    # (their normalised input, as the authors answered).
-    noise_epsilon: float | None = None
-    noise_frequencies: int = 11  # Annulus centres from 0 to pi.
-    equal_energy_noise: bool = False  # Also the equal-energy alternative.
-    landscape_points: int = 11  # Loss-landscape grid points per axis; 0 = none.
-    landscape_batches: int = 2  # Augmented batches per grid point.
-    landscape_seeds: int = 1  # Seeds whose landscape is drawn.
-
-    def _checks(self):
-        yield from super()._checks()
-        known = (*ARCHITECTURES[1:], "vit", *AUTHORS_MODELS)
-        yield (
-            "models",
-            (bool(self.models) and set(self.models) <= set(known)
-             and len(set(self.models)) == len(self.models))
-            or f"must be distinct names among {', '.join(known)}",
-        )  # fmt: skip
-        yield "seeds", self.seeds >= 1 or "must be at least 1"
-        yield "cnn_variant", _cnn_row("alternet", self.cnn_variant)
-        for name in ("analysis_images", "hessian_batch_size", "hessian_top_k",
-                     "hessian_iterations", "noise_frequencies",
-                     "landscape_batches"):  # fmt: skip
-            yield name, getattr(self, name) >= 1 or "must be positive"
-        for name in ("hessian_batches", "landscape_points", "landscape_seeds"):
-            yield name, getattr(self, name) >= 0 or "must be >= 0"
-        yield "hessian_l2", _choice(self.hessian_l2, ("norm", "squared"))
-        yield "noise_epsilon", _positive_or_none(self.noise_epsilon)
-
-
-# The authors' published CIFAR-100 models `recipes.compare` can analyse.
-AUTHORS_MODELS = ("authors_vit_ti", "authors_resnet_50")
-
-
 def require_dataset(config: RunConfig) -> None:
     """Refuses a config without a dataset: one made for the user's own data
     (`dataset=""`, e.g. `folder_finetune`) run without `--set dataset=...`.
@@ -511,8 +456,10 @@ def override(config: RunConfig, assignments: list[str]) -> RunConfig:
         assignments: Strings `"key=value"`; the value is a Python literal,
             or a bare word for `str` fields; yes/no fields also take
             `true/false`, `yes/no`, `on/off`, `1/0`; `image_size` also takes
-            `224x320` or `224,320`. An encoder option is set by its own name
-            (`qk_norm=true`) or as `encoder.qk_norm=true`.
+            `224x320` or `224,320`. A field of a nested field (a frozen
+            dataclass, `nested_fields`) is set as `field.name=value`
+            (`encoder.qk_norm=true`, `analysis.hessian_top_k=3`); an encoder
+            option also by its own name (`qk_norm=true`).
 
     Returns:
         A new config of the same class.
@@ -526,32 +473,48 @@ def override(config: RunConfig, assignments: list[str]) -> RunConfig:
     >>> override(TrainConfig(), ["epochs=3", "dataset=cifar10"]).epochs
     3
     """
-    hints = typing.get_type_hints(type(config))
-    option_hints = typing.get_type_hints(EncoderOptions)
-    changes, options = {}, {}
+    nested = nested_fields(type(config))
+    plain = {
+        key: hint
+        for key, hint in typing.get_type_hints(type(config)).items()
+        if key not in nested
+    }
+    inner = {field: typing.get_type_hints(kind) for field, kind in nested.items()}
+    bare = {  # Bare names, where no plain field has the name.
+        name: field
+        for field, kind in nested.items()
+        if _takes_bare_names(type(config), field)
+        for name in inner[field]
+        if name not in plain
+    }
+    changes, parts = {}, {field: {} for field in nested}
     for assignment in assignments:
         key, sep, text = assignment.partition("=")
         key = key.strip()
         if not sep or not key:
             raise ConfigError(f"overrides look like key=value, not {assignment!r}")
-        if key.startswith("encoder."):
-            key = key.removeprefix("encoder.")
-            if key not in option_hints:
-                close = difflib.get_close_matches(key, option_hints, n=1)
-                hint = f" (did you mean encoder.{close[0]}?)" if close else ""
+        field, dot, name = key.partition(".")
+        if dot and field in nested:
+            if name not in inner[field]:
+                close = difflib.get_close_matches(name, inner[field], n=1)
+                hint = f" (did you mean {field}.{close[0]}?)" if close else ""
                 raise ConfigError(
-                    f"encoder.{key} is no encoder option{hint}; every encoder "
-                    "option is in keras_vit/models/options.py"
+                    f"{key} is no {field} option{hint}; every {field} option is "
+                    f"in {_source_file(nested[field])}"
                 )
-        known = {**option_hints, **hints}
-        known.pop("encoder", None)
-        if key not in known:
+        elif key in bare:
+            field, name = bare[key], key
+        elif key in plain:
+            field, name = None, key
+        else:
+            known = [*plain, *bare, *(f"{f}.{n}" for f in nested for n in inner[f])]
             close = difflib.get_close_matches(key, known, n=3)
             hint = f"did you mean {' or '.join(close)}? " if close else ""
+            if key in nested:
+                hint = f"{key} is set field by field ({key}.<name>=...); "
             raise ConfigError(
-                f"unknown config key {key!r}; {hint}every {type(config).__name__} "
-                "field is listed in keras_vit/recipes/configs/base.py, every encoder "
-                "option in keras_vit/models/options.py"
+                f"unknown config key {key!r}; {hint}--help lists every "
+                f"{type(config).__name__} field"
             )
         text = text.strip()
         try:
@@ -563,14 +526,40 @@ def override(config: RunConfig, assignments: list[str]) -> RunConfig:
                 value = parse_image_size(text)
             except ValueError as error:
                 raise ConfigError(f"image_size={text!r}: {error}") from None
-        target = options if key in option_hints else changes
-        target[key] = check_type(key, value, known[key])
-    if options:
-        try:
-            changes["encoder"] = dataclasses.replace(config.encoder, **options)
-        except ValueError as error:
-            raise ConfigError(str(error).replace("`", "")) from None
+        if field is None:
+            changes[name] = check_type(key, value, plain[name])
+        else:
+            parts[field][name] = check_type(key, value, inner[field][name])
+    for field, values in parts.items():
+        if values:
+            try:
+                changes[field] = dataclasses.replace(getattr(config, field), **values)
+            except ValueError as error:
+                raise ConfigError(str(error).replace("`", "")) from None
     return dataclasses.replace(config, **changes)
+
+
+def nested_fields(kind: type) -> dict[str, type]:
+    """`{field: its class}` for the fields of the config class `kind` that
+    hold a frozen dataclass (`encoder`: `EncoderOptions`; a wing's, e.g.
+    `CompareConfig.analysis`), which the command line sets field by field."""
+    return {
+        name: hint
+        for name, hint in typing.get_type_hints(kind).items()
+        if isinstance(hint, type)
+        and dataclasses.is_dataclass(hint)
+        and hint.__dataclass_params__.frozen
+    }
+
+
+def _takes_bare_names(kind: type, field: str) -> bool:
+    (found,) = [f for f in dataclasses.fields(kind) if f.name == field]
+    return bool(found.metadata.get(BARE_NAMES))
+
+
+def _source_file(kind: type) -> str:
+    """`keras_vit/models/options.py` for `EncoderOptions`."""
+    return kind.__module__.replace(".", "/") + ".py"
 
 
 def check_type(key: str, value, hint):
@@ -657,24 +646,55 @@ def load_config(name_or_path: str, kind: type = None) -> RunConfig:
     return config
 
 
+# Packages whose modules are shipped configs, by name: this one, and those
+# a wing adds with `register_config_package` (`keras_vit.parkkim.configs`).
+CONFIG_PACKAGES = ["keras_vit.recipes.configs"]
+
+
+def register_config_package(package: str) -> None:
+    """Makes the modules of `package` shipped configs (each defines
+    `get_config()`); a name in two packages is refused."""
+    if package in CONFIG_PACKAGES:
+        return
+    taken = set(_config_names())
+    module = importlib.import_module(package)
+    clash = sorted(taken & set(_module_names(module)))
+    if clash:
+        raise ValueError(f"{package}: config names {clash} are already shipped")
+    CONFIG_PACKAGES.append(package)
+
+
 def shipped_configs(kind: type = None) -> list[str]:
-    """Names of the shipped configs (`keras_vit/recipes/configs/`) of class
-    `kind`.
+    """Names of the shipped configs (`keras_vit/recipes/configs/` and the
+    registered packages) of class `kind`.
 
     `kind` defaults to `TrainConfig`; `RunConfig` lists every config.
     """
     kind = kind or TrainConfig
-    folder = os.path.dirname(__file__)
-    names = sorted(
-        name[:-3]
-        for name in os.listdir(folder)
-        if name.endswith(".py") and name not in ("__init__.py", "base.py")
-    )
+    names = sorted(_config_names())
     return [name for name in names if _is_kind(_config_module(name).get_config(), kind)]
 
 
+def _module_names(package) -> list[str]:
+    folder = os.path.dirname(package.__file__)
+    return [
+        name[:-3]
+        for name in os.listdir(folder)
+        if name.endswith(".py") and name not in ("__init__.py", "base.py")
+    ]
+
+
+def _config_names() -> dict[str, str]:
+    """`{config name: its module}` over every config package."""
+    found = {}
+    for package in CONFIG_PACKAGES:
+        for name in _module_names(importlib.import_module(package)):
+            found.setdefault(name, f"{package}.{name}")
+    return found
+
+
 def _config_module(name: str):
-    return importlib.import_module(f"keras_vit.recipes.configs.{name}")
+    return importlib.import_module(_config_names()[name])
 
 
 def _is_kind(config, kind) -> bool:
@@ -682,17 +702,6 @@ def _is_kind(config, kind) -> bool:
     `recipes.train` does not take a `CompareConfig`, though it extends
     `TrainConfig`."""
     return isinstance(config, kind) if kind is RunConfig else type(config) is kind
-
-
-def _cnn_row(architecture: str, variant: str):
-    from keras_vit.models.cnn import variants
-
-    table = {
-        "resnet": variants.RESNETS,
-        "preact_resnet": variants.PREACT_RESNETS,
-        "alternet": variants.ALTERNETS,
-    }[architecture]
-    return variant in table or f"must be a row of {architecture}: {', '.join(table)}"
 
 
 def parse_image_size(text: str) -> tuple[int, int]:

@@ -2,7 +2,8 @@
 
 A format says nothing about what its keys mean (that is a dialect's job,
 `keras_vit.weights.dialects`). `FORMATS` lists the checkpoint files
-`weights=` reads, one row each: the suffixes that name it, a test of its
+`weights=` reads (built in: `.npz` and `.safetensors`; a wing adds more
+with `register_format`), one row each: the suffixes that name it, a test of its
 first bytes (or of the file) for a file without them, its reader, and
 whether a file in it may hold the original layout itself (an `.npz` may; a
 `.safetensors` or a `torch.save` file comes from PyTorch). A new format is
@@ -27,7 +28,6 @@ import numpy as np
 
 from keras_vit.weights.errors import CheckpointError
 from keras_vit.weights.formats import npz
-from keras_vit.weights.formats import pth
 from keras_vit.weights.formats import safetensors
 
 _HEAD_BYTES = 16
@@ -58,13 +58,38 @@ class Format:
     recognizes: Callable[[str], bool] | None = None
 
 
-FORMATS = (
-    Format("torch.save", pth.SUFFIXES, lambda head: False, pth.read_state_dict,
-           recognizes=pth.is_torch_file),
+# Built in: NumPy and safetensors files. A wing adds its own with
+# `register_format` (`keras_vit.parkkim` adds PyTorch's `torch.save` files).
+FORMATS: list[Format] = [
     Format("npz", npz.SUFFIXES, npz.looks_like, npz.read_npz, original_layout=True),
     Format("safetensors", safetensors.SUFFIXES, safetensors.looks_like,
            safetensors.read_safetensors),
-)  # fmt: skip
+]  # fmt: skip
+
+
+def register_format(fmt: Format) -> None:
+    """Adds a file format that `weights=` reads.
+
+    Formats are asked in the order they were registered; a suffix belongs to
+    one format only.
+
+    Raises:
+        ValueError: another format already claims one of its suffixes.
+
+    Example:
+
+    ```python
+    register_format(Format("torch.save", (".pth",), lambda head: False, read))
+    ```
+    """
+    taken = {s: f.name for f in FORMATS if f.name != fmt.name for s in f.suffixes}
+    clash = sorted(s for s in fmt.suffixes if s in taken)
+    if clash:
+        raise ValueError(
+            f"Format {fmt.name!r}: the suffixes {clash} already belong to "
+            f"{sorted({taken[s] for s in clash})}."
+        )
+    FORMATS[:] = [f for f in FORMATS if f.name != fmt.name] + [fmt]
 
 
 def format_of(path: str | os.PathLike) -> Format:
@@ -92,4 +117,4 @@ def format_of(path: str | os.PathLike) -> Format:
     )
 
 
-__all__ = ["FORMATS", "Format", "format_of"]
+__all__ = ["FORMATS", "Format", "format_of", "register_format"]

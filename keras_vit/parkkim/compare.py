@@ -6,7 +6,7 @@ flatten it), the Fourier amplitude of feature maps by depth (MSAs are
 low-pass filters, convolutions high-pass), feature-map variance, robustness
 to frequency-band noise, the loss landscape; and it builds AlterNet on them.
 This command trains each network with one recipe over several seeds, runs
-every analysis with the authors' protocol (`keras_vit.analysis.parkkim`),
+every analysis with the authors' protocol (`keras_vit.parkkim.claims`),
 and gives a verdict on each claim.
 
 ```bash
@@ -14,21 +14,26 @@ python -m recipes.compare                      # glyphs, 4 networks x 5 seeds
 python -m recipes.compare --config compare_quick   # a smoke test, minutes
 python -m recipes.compare --config compare_authors --set data_dir=~/tfds
 python -m recipes.compare --set seeds=3 --set "models=('vit', 'resnet')"
+python -m recipes.compare --set analysis.hessian_top_k=3 \\
+    --set analysis.landscape_points=0
 ```
 
-The default (`keras_vit/recipes/configs/compare.py`) trains on `glyphs`, the offline
+The default (`keras_vit/parkkim/configs/compare.py`) trains on `glyphs`, the offline
 dataset with real high frequencies, at 32 px: a patch-2 ViT (a 16x16 grid, as
 the authors' CIFAR ViT), the authors' post-activation ResNet, a
 pre-activation ResNet and AlterNet of the `mini` row. `compare_authors`
 analyses the authors' own trained CIFAR-100 models (their published files,
-`keras_vit.models.parkkim`) on CIFAR-100 from TFDS, without training.
+`keras_vit.parkkim.authors`) on CIFAR-100 from TFDS, without training.
 
 The run directory (`runs/compare` unless `--set workdir=...`) holds:
 
 - `runs/<model>_seed<s>/`: each training run, a `recipes.train` run
   directory (resumable, crash-safe, refused when finished);
 - `panels/<model>_seed<s>.json`: each trained model's analyses, kept and
-  reused while the run and the analysis settings are unchanged;
+  reused while the run, the recipe and the analysis settings (`analysis`,
+  a `keras_vit.parkkim.panel.PanelSettings`) are unchanged (`panel_key`);
+  `panels/<model>_seed<s>.landscape.csv` the rows of a loss landscape
+  being computed (deleted once the panel is written);
 - `claims.md`, `table.md`, `results.json`: the verdict on each claim, the
   numbers per model, everything;
 - `fourier.png`, `variance.png`, `hessian.png`, `hessian_clean.png`,
@@ -36,9 +41,18 @@ The run directory (`runs/compare` unless `--set workdir=...`) holds:
   authors' columns): the figures;
 - `tensorboard/comparison`: the tables and figures.
 
+Before the long work the command prints its plan: for each model still to
+analyse, one forward pass and one Hessian-vector product are timed on the
+model itself and multiplied out by the budget (`analysis.landscape_points`,
+`analysis.hessian_batches`, ...; `keras_vit.parkkim.plan`), with the
+settings that change it. Then one line per stage of each model and seed
+(training, Fourier/variance, Hessian, noise, distances, landscape) with its
+seconds.
+
 Run the same command again after an interruption: finished runs and panels
-are reused, an interrupted training run resumes. A bad setting exits with
-status 2 and one line; a run that diverged, with 1.
+are reused, an interrupted training run resumes, and so does an interrupted
+loss landscape (from its last finished grid point). A bad setting exits
+with status 2 and one line; a run that diverged, with 1.
 """
 
 from __future__ import annotations
@@ -52,13 +66,13 @@ import time
 
 from keras_vit import paths
 from keras_vit.models.options import EncoderOptions
+from keras_vit.parkkim.config import AUTHORS_MODELS
+from keras_vit.parkkim.config import CompareConfig
 from keras_vit.recipes import cli
-from keras_vit.recipes.configs.base import AUTHORS_MODELS
-from keras_vit.recipes.configs.base import CompareConfig
 from keras_vit.recipes.configs.base import TrainConfig
 from keras_vit.recipes.configs.base import shipped_configs
 
-# The role of each model in the paper's claims (keras_vit.analysis.parkkim).
+# The role of each model in the paper's claims (keras_vit.parkkim.claims).
 ROLES = {
     "vit": "vit",
     "resnet": "resnet",
@@ -111,6 +125,7 @@ def run(
     lock = common.WorkdirLock.acquire(out)  # A second live comparison: refused.
     try:
         data = _data(config)
+        _plan(config, data, out, fresh)
         panels = {}
         for name in config.models:
             seeds = 1 if name in AUTHORS_MODELS else config.seeds
@@ -120,7 +135,12 @@ def run(
                 )
                 keras.utils.clear_session()  # Twenty models in one process.
         seconds = time.time() - started
-        return _summarise(config, panels, out, seconds, len(data["images"]))
+        summary = _summarise(config, panels, out, seconds, len(data["images"]))
+        _progress(
+            f"claims, tables and figures written to {out}",
+            time.time() - started - seconds,
+        )
+        return summary
     finally:
         lock.release()
 
@@ -128,7 +148,7 @@ def run(
 def check_roles(config: CompareConfig) -> None:
     """Refuses two models that would play one role in the claims.
 
-    The claims compare a ViT with a ResNet (`keras_vit.analysis.parkkim`);
+    The claims compare a ViT with a ResNet (`keras_vit.parkkim.claims`);
     `"vit"` and `"authors_vit_ti"` (or `"resnet"` and `"authors_resnet_50"`)
     together would make two ViTs (ResNets), of which the verdicts could use
     only one. Compare them in two runs instead.
@@ -156,21 +176,21 @@ def check_roles(config: CompareConfig) -> None:
 
 def _run_one(config, name, seed, data, out, fresh, allow_changes) -> dict:
     """One model's panel: kept from an earlier call, or trained and analysed."""
-    path = os.path.join(out, "panels", f"{name}_seed{seed}.json")
-    key = _panel_key(config, name, seed, out)
-
-    def legacy(stored, panel):
-        return _legacy_key_holds(config, name, seed, out, key, stored, panel)
-
-    panel = None if fresh else _cached(path, key, legacy)
+    path = _panel_path(out, name, seed)
+    panel = None if fresh else _cached(path, panel_key(config, name, seed, out))
     if panel is not None:
-        _say(config, f"== {TITLES[name]}, seed {seed}: reusing {path}")
+        _progress(f"{TITLES[name]} seed {seed}: panel kept ({path})")
         return panel
-    _say(config, f"== {TITLES[name]}, seed {seed}")
-    model, trained = _model(config, name, seed, out, fresh, allow_changes)
-    panel = _panel(config, name, seed, model, trained, data, out)
+    started = time.perf_counter()
+    model, trained, stage = _model(config, name, seed, out, fresh, allow_changes)
+    _progress(f"{TITLES[name]} seed {seed}: {stage}", time.perf_counter() - started)
     # Keyed on the run as it is now (trained, or found finished).
-    _write_json(path, {"key": _panel_key(config, name, seed, out), "panel": panel})
+    key = panel_key(config, name, seed, out)
+    panel = _panel(config, name, seed, model, trained, data, out, key)
+    _write_json(path, {"key": key, "panel": panel})
+    for partial in _landscape_partials(out, name, seed):
+        if paths.exists(partial):
+            paths.remove(partial)
     return panel
 
 
@@ -198,10 +218,10 @@ def _data(config: CompareConfig) -> dict:
     for x, y in batches:
         images.append(np.asarray(x))
         labels.append(np.asarray(y).argmax(-1))
-        if sum(len(i) for i in images) >= config.analysis_images:
+        if sum(len(i) for i in images) >= config.analysis.images:
             break
-    images = np.concatenate(images)[: config.analysis_images]
-    labels = np.concatenate(labels)[: config.analysis_images]
+    images = np.concatenate(images)[: config.analysis.images]
+    labels = np.concatenate(labels)[: config.analysis.images]
     return {"train": train, "test": test, "images": images, "labels": labels}
 
 
@@ -212,38 +232,54 @@ def _to_model_range(name: str):
         return lambda images: images
     import numpy as np
 
-    from keras_vit.models import parkkim
+    from keras_vit.parkkim import authors
 
-    mean = np.asarray(parkkim.CIFAR100_MEAN, "float32")
-    std = np.asarray(parkkim.CIFAR100_STD, "float32")
+    mean = np.asarray(authors.CIFAR100_MEAN, "float32")
+    std = np.asarray(authors.CIFAR100_STD, "float32")
     return lambda images: ((images + 1.0) / 2.0 - mean) / std
 
 
 def _augmented(config: CompareConfig, source, seed: int, name: str):
-    """One epoch of the training stream, augmented as the training was."""
+    """One epoch of the training stream, augmented as the training was: the
+    same batches at every reading (the Hessian's, the landscape's)."""
     from keras_vit import data as kdata
 
-    size = config.hessian_batch_size
+    size = config.analysis.hessian_batch_size
     convert = _to_model_range(name)
-    stream = kdata.train_dataset(
-        source,
-        image_size=config.image_size,
-        global_batch_size=size,
-        epochs=1,
-        steps_per_epoch=kdata.full_batches(source.num_examples, size),
-        seed=seed + 10_000,
-        channels=config.channels,
-        augmentation=kdata.Augmentation(
-            crop_area_range=config.crop_area_range,
-            crop_aspect_range=config.crop_aspect_range,
-            flip=config.random_flip,
-            randaugment_ops=config.randaugment_ops,
-            randaugment_magnitude=config.randaugment_magnitude,
-            mixup_alpha=config.mixup_alpha,
-            cutmix_factor=config.cutmix_factor,
-        ),
-    )
-    return stream.map(lambda x, y: (convert(x), y))
+
+    def stream():
+        # Built anew for each reading: MixUp/CutMix draw from a generator
+        # whose state a dataset keeps (and its prefetching advances).
+        return kdata.train_dataset(
+            source,
+            image_size=config.image_size,
+            global_batch_size=size,
+            epochs=1,
+            steps_per_epoch=kdata.full_batches(source.num_examples, size),
+            seed=seed + 10_000,
+            channels=config.channels,
+            augmentation=kdata.Augmentation(
+                crop_area_range=config.crop_area_range,
+                crop_aspect_range=config.crop_aspect_range,
+                flip=config.random_flip,
+                randaugment_ops=config.randaugment_ops,
+                randaugment_magnitude=config.randaugment_magnitude,
+                mixup_alpha=config.mixup_alpha,
+                cutmix_factor=config.cutmix_factor,
+            ),
+        ).map(lambda x, y: (convert(x), y))
+
+    return _Readings(stream)
+
+
+class _Readings:
+    """A re-iterable whose every reading is `make()`'s, anew."""
+
+    def __init__(self, make):
+        self.make = make
+
+    def __iter__(self):
+        return iter(self.make())
 
 
 def _clean(config: CompareConfig, source, name: str):
@@ -254,10 +290,86 @@ def _clean(config: CompareConfig, source, name: str):
     batches = kdata.eval_dataset(
         source,
         image_size=config.image_size,
-        global_batch_size=config.hessian_batch_size,
+        global_batch_size=config.analysis.hessian_batch_size,
         channels=config.channels,
     )
     return batches.map(lambda x, y: (convert(x), y))
+
+
+# -- the plan ------------------------------------------------------------------
+def _plan(config: CompareConfig, data: dict, out: str, fresh: bool) -> None:
+    """Prints what the analyses still to run will take (`keras_vit.parkkim.plan`),
+    timed on each model (built afresh: the weights do not change the time)."""
+    import keras
+
+    from keras_vit import data as kdata
+    from keras_vit.parkkim import plan
+
+    settings = config.analysis
+    rows, training = [], False
+    for name in config.models:
+        todo = _seeds_to_analyse(config, name, out, fresh)
+        if not todo:
+            continue
+        training |= name not in AUTHORS_MODELS and any(
+            not paths.exists(
+                os.path.join(out, "runs", f"{name}_seed{s}", "final.keras")
+            )
+            for s in todo
+        )
+        started = time.perf_counter()
+        model = _architecture(config, name, data["train"].num_classes, out)
+        batch = next(iter(_augmented(config, data["train"], 0, name)))
+        timings = plan.measure(
+            model,
+            batch,
+            loss=keras.losses.CategoricalCrossentropy(
+                from_logits=True, label_smoothing=config.label_smoothing
+            ),
+            weight_decay=config.weight_decay,
+            l2=settings.hessian_l2,
+        )
+        keras.utils.clear_session()
+        cost = plan.estimate(
+            panel_settings(config, name),
+            timings,
+            hessian_batches_available=kdata.full_batches(
+                data["train"].num_examples, settings.hessian_batch_size
+            ),
+            landscape=settings.landscape_points > 0,
+            test_images=data["test"].num_examples if name in AUTHORS_MODELS else 0,
+        )
+        drawn = sum(seed < settings.landscape_seeds for seed in todo)
+        rows.append((TITLES[name], len(todo), timings, cost, drawn))
+        _progress(f"{TITLES[name]}: timed", time.perf_counter() - started)
+    if rows:
+        defaults = CompareConfig().analysis
+        for line in plan.describe(rows, settings, defaults, training):
+            _progress(line)
+
+
+def _seeds_to_analyse(config: CompareConfig, name: str, out: str, fresh: bool):
+    """The seeds of model `name` without a kept panel."""
+    seeds = range(1 if name in AUTHORS_MODELS else config.seeds)
+    return [
+        seed
+        for seed in seeds
+        if fresh
+        or _cached(_panel_path(out, name, seed), panel_key(config, name, seed, out))
+        is None
+    ]
+
+
+def _architecture(config: CompareConfig, name: str, num_classes: int, out: str):
+    """Model `name` as built before training (or loading its weights)."""
+    if name in AUTHORS_MODELS:
+        from keras_vit.parkkim import authors
+
+        return authors.authors_model(name.removeprefix("authors_"))
+    from keras_vit.recipes import train
+
+    built = dataclasses.replace(train_config(config, name, 0, out), init_from=None)
+    return train.build_model(built, num_classes, say=lambda *_: None)
 
 
 # -- models --------------------------------------------------------------------
@@ -273,19 +385,22 @@ def train_config(config: CompareConfig, name: str, seed: int, out: str):
     )
     if name != "vit":  # A CNN takes no ViT option but its drop-path rate.
         fields["encoder"] = EncoderOptions(drop_path_rate=config.encoder.drop_path_rate)
+        if config.cnn_epochs is not None:
+            fields["epochs"] = config.cnn_epochs
     return TrainConfig(**fields)
 
 
 def _model(config, name, seed, out, fresh, allow_changes):
-    """`(model, results of its training run or None)`."""
+    """`(model, results of its training run or None, what was done)`."""
     import keras
 
     if name in AUTHORS_MODELS:
-        from keras_vit.models import parkkim
+        from keras_vit.parkkim import authors
 
         kind = name.removeprefix("authors_")
         weights = getattr(config, name)
-        return parkkim.authors_model(kind, weights=weights), None
+        model = authors.authors_model(kind, weights=weights)
+        return model, None, "authors' weights loaded"
     from keras_vit.recipes import common
     from keras_vit.recipes import train
 
@@ -293,28 +408,29 @@ def _model(config, name, seed, out, fresh, allow_changes):
     workdir = run_config.workdir
     try:
         result = train.run(run_config, fresh=fresh, allow_changes=allow_changes)
-        model = result["model"]
+        model, stage = result["model"], "trained"
     except common.RunFinished:
         model = keras.saving.load_model(os.path.join(workdir, "final.keras"))
+        stage = "finished training run loaded"
     with paths.open_file(os.path.join(workdir, "results.json")) as f:
-        return model, json.load(f)
+        return model, json.load(f), stage
 
 
-def _panel(config, name, seed, model, trained, data, out) -> dict:
+def _panel(config, name, seed, model, trained, data, out, key) -> dict:
     import keras
 
-    from keras_vit.analysis import parkkim
+    from keras_vit.parkkim.panel import model_panel
 
     convert = _to_model_range(name)
-    settings = _settings(config, name)
-    landscape = seed < config.landscape_seeds and config.landscape_points > 0
+    settings = panel_settings(config, name)
+    landscape = seed < settings.landscape_seeds and settings.landscape_points > 0
     started = time.process_time()
-    panel = parkkim.model_panel(
+    panel = model_panel(
         model,
         convert(data["images"]),
         data["labels"],
         _augmented(config, data["train"], seed, name),
-        _clean(config, data["train"], name) if config.clean_hessian else None,
+        _clean(config, data["train"], name) if settings.clean_hessian else None,
         loss=keras.losses.CategoricalCrossentropy(
             from_logits=True, label_smoothing=config.label_smoothing
         ),
@@ -322,6 +438,10 @@ def _panel(config, name, seed, model, trained, data, out) -> dict:
         settings=settings,
         landscape=landscape,
         seed=seed,
+        progress=lambda stage, seconds: _progress(
+            f"{TITLES[name]} seed {seed}: {stage}", seconds
+        ),
+        landscape_rows=_landscape_rows(out, name, seed, key) if landscape else None,
     )
     panel["model"], panel["seed"] = name, seed
     panel["parameters"] = int(model.count_params())
@@ -330,8 +450,12 @@ def _panel(config, name, seed, model, trained, data, out) -> dict:
         panel["test_accuracy"] = (trained.get("test") or {}).get("accuracy")
         panel["train_seconds"] = trained.get("seconds")
     else:
+        started = time.perf_counter()
         panel["test_accuracy"] = _test_accuracy(model, data["test"], config, name)
         panel["train_seconds"] = None
+        _progress(
+            f"{TITLES[name]} seed {seed}: test accuracy", time.perf_counter() - started
+        )
     if panel["landscape"] is not None:
         from keras_vit.analysis import landscape as landscapes
 
@@ -360,70 +484,43 @@ def _test_accuracy(model, source, config, name) -> float:
     return correct / total
 
 
-def _settings(config: CompareConfig, name: str):
-    from keras_vit.analysis.parkkim import PanelSettings
-
-    epsilon = config.noise_epsilon
-    if epsilon is None:  # The authors' 0.7 on normalised inputs; ~0.31 in [-1, 1].
+def panel_settings(config: CompareConfig, name: str):
+    """`config.analysis` as model `name` is measured with: a `noise_epsilon`
+    of `None` becomes the authors' 0.7 for their models (on their normalised
+    inputs), 0.31 for the others (the same strength in `[-1, 1]` units)."""
+    settings = config.analysis
+    if settings.noise_epsilon is None:
         epsilon = 0.7 if name in AUTHORS_MODELS else 0.31
-    return PanelSettings(
-        hessian_batches=config.hessian_batches or None,
-        hessian_top_k=config.hessian_top_k,
-        hessian_iterations=config.hessian_iterations,
-        hessian_l2=config.hessian_l2,
-        clean_hessian=config.clean_hessian,
-        noise_epsilon=epsilon,
-        noise_frequencies=config.noise_frequencies,
-        equal_energy_noise=config.equal_energy_noise,
-        landscape_points=config.landscape_points,
-        landscape_batches=config.landscape_batches,
-    )
+        settings = dataclasses.replace(settings, noise_epsilon=epsilon)
+    return settings
 
 
 # -- what is reused ------------------------------------------------------------
-# The config fields a trained model's panel depends on beyond `PanelSettings`:
-# the test images, the training loss (its label smoothing and the L2 term's
-# weight decay), the batches of the Hessian and the landscape (their size and
-# the training augmentation they go through), the image size and channels.
-ANALYSIS_FIELDS = (
-    "seed",
-    "train_split",
-    "image_size",
-    "channels",
-    "label_smoothing",
-    "weight_decay",
-    "hessian_batch_size",
-    "crop_area_range",
-    "crop_aspect_range",
-    "random_flip",
-    "randaugment_ops",
-    "randaugment_magnitude",
-    "mixup_alpha",
-    "cutmix_factor",
-)
-# What the comparison is made of rather than how a model is measured.
-_COMPOSITION_FIELDS = ("models", "seeds", "landscape_seeds", *AUTHORS_MODELS)
-# The entries of a key written before "analysis" was part of it.
-_LEGACY_ENTRIES = ("settings", "landscape", "data", "run", "weights")
+def panel_key(config: CompareConfig, name: str, seed: int, out: str) -> dict:
+    """What a kept panel must match to be reused, as JSON.
 
-
-def _analysis_fields(config: CompareConfig, name: str) -> dict:
-    """`ANALYSIS_FIELDS`, or for the authors' models (trained elsewhere: no
-    training run records their recipe) every field but the run-only ones
-    and those that list the comparison's models and seeds."""
+    `"analysis"`: the settings it is measured with (`panel_settings`, whole,
+    but for `landscape_seeds`, of which `"landscape"` keeps whether this
+    seed draws one). `"training"`: the `TrainConfig` of the model's run
+    (`train_config`) without its run-only fields, and the seed of the data
+    order (the analyses' test images); for the authors' models, which no run
+    trains, the comparison's recipe (the augmentation and loss their
+    analyses use) and their weights. `"run"`: a digest of the training run's
+    `results.json` (a retrained model is measured again). Anything else
+    changed, or a panel of an older key, is measured again.
+    """
     from keras_vit.recipes.configs.base import RUN_ONLY_FIELDS
 
-    fields = dataclasses.asdict(config)
-    if name not in AUTHORS_MODELS:
-        return {key: fields[key] for key in ANALYSIS_FIELDS}
-    skip = {*RUN_ONLY_FIELDS, *_COMPOSITION_FIELDS}
-    return {key: value for key, value in fields.items() if key not in skip}
-
-
-def _panel_key(config: CompareConfig, name: str, seed: int, out: str) -> dict:
-    """What a kept panel must match: the analysis settings, the config fields
-    the analyses read (`_analysis_fields`) and the training run."""
-    settings = dataclasses.asdict(_settings(config, name))
+    analysis = dataclasses.asdict(panel_settings(config, name))
+    landscape = seed < analysis.pop("landscape_seeds")
+    if name in AUTHORS_MODELS:
+        fields = dataclasses.fields(TrainConfig)
+        recipe = TrainConfig(**{f.name: getattr(config, f.name) for f in fields})
+        training = dataclasses.asdict(recipe)
+        training["weights"] = getattr(config, name)
+    else:
+        training = dataclasses.asdict(train_config(config, name, seed, out))
+        training["data_seed"] = config.seed
     trained = os.path.join(out, "runs", f"{name}_seed{seed}", "results.json")
     digest = None
     if paths.exists(trained):
@@ -431,25 +528,16 @@ def _panel_key(config: CompareConfig, name: str, seed: int, out: str) -> dict:
             digest = hashlib.sha256(f.read()).hexdigest()
     return _to_json(
         {
-            "settings": settings,
-            "landscape": seed < config.landscape_seeds,
-            "data": [config.dataset, config.test_split, config.analysis_images],
+            "analysis": analysis,
+            "landscape": landscape,
+            "training": {k: v for k, v in training.items() if k not in RUN_ONLY_FIELDS},
             "run": digest,
-            "weights": getattr(config, name, None) if name in AUTHORS_MODELS else None,
-            "analysis": _analysis_fields(config, name),
         }
     )
 
 
-def _cached(path: str, key: dict, legacy=None):
-    """The panel kept in `path` if its key is `key`, else `None`.
-
-    Args:
-        path: A `panels/<model>_seed<s>.json` file.
-        key: `_panel_key` now.
-        legacy: `legacy(stored key, panel) -> bool`, whether a key written
-            before `"analysis"` was part of keys still holds.
-    """
+def _cached(path: str, key: dict):
+    """The panel kept in `path` if its key is `key`, else `None`."""
     try:
         with paths.open_file(path) as f:
             stored = json.load(f)
@@ -457,53 +545,43 @@ def _cached(path: str, key: dict, legacy=None):
         return None
     if not isinstance(stored, dict) or not isinstance(stored.get("panel"), dict):
         return None
-    if stored.get("key") == key:
-        return stored["panel"]
-    if legacy is not None and legacy(stored.get("key"), stored["panel"]):
-        return stored["panel"]
-    return None
+    return stored["panel"] if stored.get("key") == key else None
 
 
-def _legacy_key_holds(config, name, seed, out, key, stored, panel) -> bool:
-    """Whether a panel keyed without `"analysis"` was measured as now.
+def _panel_path(out: str, name: str, seed: int) -> str:
+    return os.path.join(out, "panels", f"{name}_seed{seed}.json")
 
-    Those keys missed the `ANALYSIS_FIELDS`. For a trained model they can
-    still be checked: the training run records its config (`config.json`),
-    and the panel was measured with the config that trained or loaded it,
-    so the run's training loss, augmentation, image size and channels are
-    the panel's; the Hessian's batch size is in the panel itself. Only the
-    data-order seed (`seed`, for TFDS sources) was recorded nowhere. The
-    authors' models (no training run) are measured again.
-    """
+
+def _landscape_partials(out: str, name: str, seed: int) -> tuple[str, str]:
+    """The rows of a landscape being computed and the panel key they are of."""
+    stem = os.path.join(out, "panels", f"{name}_seed{seed}.landscape")
+    return f"{stem}.csv", f"{stem}.key.json"
+
+
+def _landscape_rows(out: str, name: str, seed: int, key: dict) -> str:
+    """The landscape's rows file (`loss_landscape`'s `rows_path`), emptied
+    unless it holds rows measured under `key`."""
     from keras_vit import atomic
 
-    if not isinstance(stored, dict) or "analysis" in stored:
-        return False
-    if name in AUTHORS_MODELS or key["run"] is None:
-        return False
-    if any(stored.get(entry) != key[entry] for entry in _LEGACY_ENTRIES):
-        return False
-    workdir = os.path.join(out, "runs", f"{name}_seed{seed}")
-    recorded = atomic.read_json_object(os.path.join(workdir, "config.json"))
-    current = _to_json(dataclasses.asdict(train_config(config, name, seed, out)))
-    trained = [field for field in ANALYSIS_FIELDS if field in current]
-    if not recorded or any(
-        recorded.get(field) != current[field] for field in trained if field != "seed"
-    ):
-        return False
-    sizes = (panel.get("hessian") or {}).get("batch_sizes") or []
-    return bool(sizes) and all(size == config.hessian_batch_size for size in sizes)
+    rows, keyed = _landscape_partials(out, name, seed)
+    if atomic.read_json_object(keyed).get("key") != key:
+        if paths.exists(rows):
+            paths.remove(rows)
+        _write_json(keyed, {"key": key})
+    elif paths.exists(rows):
+        _progress(f"{TITLES[name]} seed {seed}: landscape resumes from {rows}")
+    return rows
 
 
 # -- the comparison ------------------------------------------------------------
 def _summarise(
     config: CompareConfig, panels: dict, out: str, seconds: float, images: int
 ):
-    from keras_vit.analysis import parkkim
+    from keras_vit.parkkim import claims as verdicts
 
     # One model per role (`check_roles`).
     roles = {ROLES[name]: runs for name, runs in panels.items()}
-    claims = parkkim.claims(roles, images=images)
+    claims = verdicts.claims(roles, images=images)
     rows = [_row(name, runs) for name, runs in panels.items()]
     claims_md = _claims_markdown(claims, config)
     table_md = _table_markdown(rows, config, seconds)
@@ -584,7 +662,7 @@ def _claims_markdown(claims: list, config: CompareConfig) -> str:
         'runs (each seed of one against each seed of the other); "mixed (k '
         'of n ...)" counts them. The noise claim calls a difference within '
         "the binomial standard error of the test images not distinguishable. "
-        "Protocols: the authors' (keras_vit.analysis.parkkim).\n"
+        "Protocols: the authors' (keras_vit.parkkim.claims).\n"
     )
     return "\n".join(lines) + "\n" + note
 
@@ -618,7 +696,7 @@ def _table_markdown(rows: list, config: CompareConfig, seconds: float) -> str:
 def _figures(panels: dict, out: str) -> dict:
     from keras_vit import atomic
     from keras_vit.analysis import plotting
-    from keras_vit.analysis import plotting_compare as pc
+    from keras_vit.parkkim import plotting as pc
 
     titled = {TITLES[name]: runs for name, runs in panels.items()}
     figures = {
@@ -684,6 +762,12 @@ def _tensorboard(log_dir: str, text: str, figures: dict) -> None:
 def _say(config: CompareConfig, message: str) -> None:
     if config.verbose:
         print(message, flush=True)  # noqa: T201
+
+
+def _progress(message: str, seconds: float | None = None) -> None:
+    """One line of progress, always: `[compare] ViT seed 0: Hessian 3.2 s`."""
+    timing = "" if seconds is None else f" {seconds:.1f} s"
+    print(f"[compare] {message}{timing}", flush=True)  # noqa: T201
 
 
 def _write_json(path: str, value) -> None:

@@ -2,7 +2,7 @@
 
 The convolutional counterpart of `keras_vit.analysis.distance`: each MSA
 block of an AlterNet attends inside non-overlapping windows of its feature
-map (`keras_vit.layers.WindowAttention2D`, scores `(B, windows, heads, T,
+map (`keras_vit.parkkim.layers.WindowAttention2D`, scores `(B, windows, heads, T,
 T)`). For each head, the distance between a query position and the positions
 it attends to, weighted by attention, is averaged over queries, windows and
 images. Positions are one map cell apart, i.e. `input size / map size`
@@ -26,7 +26,7 @@ from keras_vit.analysis._walk import batch_slices
 from keras_vit.analysis.distance import _distance_sums
 from keras_vit.analysis.distance import attention_distances
 from keras_vit.analysis.distance import patch_distances
-from keras_vit.models.cnn.layout import CNNLayout
+from keras_vit.parkkim.cnn.layout import CNNLayout
 
 
 def _window_sums(scores, window, stride):

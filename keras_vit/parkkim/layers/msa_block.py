@@ -5,10 +5,10 @@ from __future__ import annotations
 import keras
 from keras import ops
 
-from keras_vit.layers.conv_blocks import batch_norm
-from keras_vit.layers.conv_blocks import torch_kernel_initializer
 from keras_vit.layers.drop_path import DropPath
-from keras_vit.layers.local_attention import WindowAttention2D
+from keras_vit.parkkim.layers.conv_blocks import batch_norm
+from keras_vit.parkkim.layers.conv_blocks import torch_kernel_initializer
+from keras_vit.parkkim.layers.local_attention import WindowAttention2D
 
 
 @keras.saving.register_keras_serializable(package="keras_vit")
@@ -42,7 +42,7 @@ class PreActAttentionBlock(keras.layers.Layer):
 
     Example:
 
-    >>> block = keras_vit.layers.PreActAttentionBlock(256, num_heads=12)
+    >>> block = keras_vit.parkkim.layers.PreActAttentionBlock(256, num_heads=12)
     >>> block(np.zeros((2, 14, 14, 1024), "float32")).shape
     (2, 14, 14, 1024)
 

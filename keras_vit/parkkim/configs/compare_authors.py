@@ -8,11 +8,25 @@ files: downloaded into the Keras cache on the first run, or given as paths):
         --set authors_resnet_50=resnet_50_cifar100_691cc9a9e4.pth.tar
 
 Data: CIFAR-100 (`tensorflow_datasets`' `cifar100`), 32 px, normalised as
-the authors' pipeline (keras_vit.models.parkkim.preprocess).
+the authors' pipeline (keras_vit.parkkim.authors.preprocess).
 
-Hardware: any; the Hessian of the full-size models is the slow part;
-`--set hessian_batches=0` takes every batch of the training set, as the
-authors.
+Hardware: any; memory: the ViT-Ti's Hessian-vector product grows with its
+batch (peak 3.5 GB at 8 images, 9 GB at 24 on CPU), so the Hessian takes
+batches of 32 (about 12 GB); the authors' loader batch, 96
+(`--set analysis.hessian_batch_size=96`), needs about 24 GB. Expected
+time: many hours on 2 CPU cores. The loss landscape is 21 x 21 points x 16
+batches of 96 = 7,056 forward passes per model (about 2.8 h for ResNet-50
+and 4.2 h for ViT-Ti at 1.4 and 2.2 s a batch); the Hessian at most 4
+batches of 32 x top 5 x 20 power iterations x 2 columns = 800
+Hessian-vector products per model, each 11-15 forward passes' time (an upper bound:
+iterations stop once converged). The command times both models first and
+prints its plan, with the settings that change it, e.g.
+`--set analysis.landscape_points=11` (a quarter of the grid),
+`--set analysis.landscape_batches=4`, `--set analysis.clean_hessian=false`,
+`--set analysis.hessian_batches=None` (every batch of the training set, as
+the authors) or `--set analysis.hessian_iterations=100` (PyHessian's cap).
+An interrupted run resumes: kept panels are reused and the landscape
+continues from its last grid point.
 
 Expected results: the authors publish the loss landscapes of these two
 models (resources/results/cifar100_*_losslandscape.csv in their
@@ -29,7 +43,8 @@ configs/cifar100_vit.yaml), except the crop: keras_vit's Inception crop of
 
 from __future__ import annotations
 
-from keras_vit.recipes.configs.base import CompareConfig
+from keras_vit.parkkim.config import CompareConfig
+from keras_vit.parkkim.panel import PanelSettings
 
 
 def get_config() -> CompareConfig:
@@ -50,11 +65,13 @@ def get_config() -> CompareConfig:
         weight_decay=0.05,
         models=("authors_vit_ti", "authors_resnet_50"),
         seeds=1,
-        analysis_images=1024,
-        hessian_batches=4,
-        hessian_batch_size=96,
-        landscape_points=21,
-        landscape_batches=16,
+        analysis=PanelSettings(
+            images=1024,
+            hessian_batches=4,
+            hessian_batch_size=32,
+            landscape_points=21,
+            landscape_batches=16,
+        ),
         mixed_precision=False,
         verbose=2,
     )

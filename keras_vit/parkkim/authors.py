@@ -6,7 +6,7 @@ models its authors trained on CIFAR-100 and published with their code
 `featuremap_variance.ipynb`):
 
 - `"resnet_50"`: their `models/resnet.py` ResNet-50 with the CIFAR stem,
-  `keras_vit.models.cnn.ResNet("50", stem="cifar")`; file
+  `keras_vit.parkkim.cnn.ResNet("50", stem="cifar")`; file
   `resnet_50_cifar100_691cc9a9e4.pth.tar`.
 - `"vit_ti"`: timm's `VisionTransformer` at 32 px with patch 2, width 192,
   depth 12, 3 heads and `qkv_bias=False`, `keras_vit.ViT("Ti/2",
@@ -15,7 +15,7 @@ models its authors trained on CIFAR-100 and published with their code
 `authors_model(name, weights=...)` builds one and loads its file, which
 `torch.save` wrote as `{"name", "state_dict", ...}`: the state dict is read
 without PyTorch and without running any pickled code
-(`keras_vit.weights.formats.pth`). Both models take images normalised as the
+(`keras_vit.parkkim.pth`). Both models take images normalised as the
 authors' CIFAR-100 pipeline does (`ops/datasets.py`: `x / 255`, then minus
 `CIFAR100_MEAN`, over `CIFAR100_STD`, per channel), not keras_vit's
 `[-1, 1]`: pass `[0, 255]` images through `preprocess` (NumPy) or
@@ -24,10 +24,10 @@ authors' CIFAR-100 pipeline does (`ops/datasets.py`: `x / 255`, then minus
 Example:
 
 ```python
-from keras_vit.models import parkkim
+from keras_vit.parkkim import authors
 
-model = parkkim.authors_model("vit_ti", weights="vit_ti_cifar100_9857b21357.pth.tar")
-logits = model(parkkim.preprocess(images_uint8))  # (B, 100), the authors' logits
+model = authors.authors_model("vit_ti", weights="vit_ti_cifar100_9857b21357.pth.tar")
+logits = model(authors.preprocess(images_uint8))  # (B, 100), the authors' logits
 ```
 """
 
@@ -40,8 +40,8 @@ import types
 import keras
 import numpy as np
 
-from keras_vit.models.cnn.resnet import ResNet
 from keras_vit.models.vit import ViT
+from keras_vit.parkkim.cnn.resnet import ResNet
 
 # The authors' CIFAR-100 statistics: `ops/datasets.py`, `get_cifar100`, and
 # `configs/cifar100_*.yaml`.
@@ -218,7 +218,7 @@ def preprocessing_layer(name: str = "cifar100_normalization") -> keras.layers.La
     Example:
 
     ```python
-    dataset = dataset.map(lambda x, y: (parkkim.preprocessing_layer()(x), y))
+    dataset = dataset.map(lambda x, y: (authors.preprocessing_layer()(x), y))
     ```
     """
     mean = 255.0 * np.asarray(CIFAR100_MEAN, np.float64)

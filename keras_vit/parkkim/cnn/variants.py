@@ -203,17 +203,47 @@ ALTERNETS = types.MappingProxyType(
 )
 
 
-def get_variant(table, family: str, variant: str | CNNVariant) -> CNNVariant:
+def get_variant(
+    table, family: str, variant: str | CNNVariant, *, msa: bool = True
+) -> CNNVariant:
     """Looks `variant` up in `table`, or passes a `CNNVariant` through.
 
+    Args:
+        table: The family's rows.
+        family: The family's name, for messages.
+        variant: A row name or a `CNNVariant`.
+        msa: Whether the family builds MSA blocks; without them a variant
+            that has some is refused.
+
     Raises:
-        ValueError: for an unknown name, listing the known ones.
+        ValueError: for an unknown name, listing the known ones, or a
+            variant with MSA blocks for a family without them.
     """
     if isinstance(variant, CNNVariant):
-        return variant
-    if not isinstance(variant, str) or variant not in table:
+        spec = variant
+    elif not isinstance(variant, str) or variant not in table:
         raise ValueError(
             f"Unknown {family} variant {variant!r}. Known: {list(table)}, or a "
             "`CNNVariant`."
         )
-    return table[variant]
+    else:
+        spec = table[variant]
+    if not msa and any(spec.msa_blocks):
+        raise ValueError(
+            "`variant` has MSA blocks; build it with `keras_vit.AlterNet`."
+        )
+    return spec
+
+
+def default_name(family: str, variant: str | CNNVariant) -> str:
+    """A model's default name: `"resnet50"`, `"alternet_mini"`, or the
+    family alone for a `CNNVariant` that is no row.
+
+    Example:
+
+    >>> default_name("preact_resnet", "18"), default_name("alternet", "mini")
+    ('preact_resnet18', 'alternet_mini')
+    """
+    if not isinstance(variant, str):
+        return family
+    return f"{family}{variant}" if variant.isdigit() else f"{family}_{variant}"

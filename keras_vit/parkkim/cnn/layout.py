@@ -121,6 +121,15 @@ class CNNLayout(ModelLayout):
             head_name=HEAD if HEAD in names else None,
         )
 
+    def feature_maps(self) -> tuple[tuple[str, ...], tuple[str, ...], list]:
+        """`("stem", *blocks)`, their kinds and outputs: the stem's map (the
+        first block's input) and every block's output."""
+        labels = ("stem", *self.block_names)
+        kinds = ("input", *(parse_block_name(n)[2] for n in self.block_names))
+        first = self.layer(self.block_names[0])
+        outputs = [first.input] + [self.layer(n).output for n in self.block_names]
+        return labels, kinds, outputs
+
     @property
     def features(self) -> keras.layers.Layer:
         """The final activated feature map's layer.

@@ -6,7 +6,7 @@ import keras
 import numpy as np
 from keras import ops
 
-from keras_vit.layers.conv_blocks import torch_kernel_initializer
+from keras_vit.parkkim.layers.conv_blocks import torch_kernel_initializer
 
 
 def window_shape(height: int, width: int, window_size: int) -> tuple[int, int]:
@@ -59,7 +59,7 @@ class WindowAttention2D(keras.layers.Layer):
 
     Example:
 
-    >>> layer = keras_vit.layers.WindowAttention2D(4, 32, 256, window_size=7)
+    >>> layer = keras_vit.parkkim.layers.WindowAttention2D(4, 32, 256, window_size=7)
     >>> layer(np.zeros((2, 14, 14, 64), "float32")).shape  # 2x2 windows
     (2, 14, 14, 256)
 

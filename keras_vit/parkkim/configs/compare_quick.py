@@ -3,8 +3,9 @@
 Command:
     python -m recipes.compare --config compare_quick
 
-Data: `glyphs` at 16 px (offline). Hardware: 2 CPU cores. Most of its
-time goes to graph tracing; the numbers mean nothing.
+Data: `glyphs` at 16 px (offline). Hardware: 2 CPU cores. Expected time:
+under a minute; most of it goes to graph tracing, and the numbers mean
+nothing.
 
 Recipe: the `test` rows (a 2-block ViT with 2x2 patches, the smallest
 ResNets and AlterNet), one seed, two steps of training, and every analysis
@@ -14,7 +15,8 @@ of the default comparison on a few images with few iterations.
 from __future__ import annotations
 
 from keras_vit.models.options import EncoderOptions
-from keras_vit.recipes.configs.base import CompareConfig
+from keras_vit.parkkim.config import CompareConfig
+from keras_vit.parkkim.panel import PanelSettings
 
 
 def get_config() -> CompareConfig:
@@ -39,13 +41,15 @@ def get_config() -> CompareConfig:
         learning_rate=1e-3,
         mixed_precision=False,
         monitor_images=0,
-        analysis_images=32,
-        hessian_batches=1,
-        hessian_batch_size=8,
-        hessian_top_k=2,
-        hessian_iterations=3,
-        noise_frequencies=3,
-        landscape_points=3,
-        landscape_batches=1,
+        analysis=PanelSettings(
+            images=32,
+            hessian_batches=1,
+            hessian_batch_size=8,
+            hessian_top_k=2,
+            hessian_iterations=3,
+            noise_frequencies=3,
+            landscape_points=3,
+            landscape_batches=1,
+        ),
         verbose=0,
     )

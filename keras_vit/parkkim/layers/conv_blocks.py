@@ -30,7 +30,18 @@ def batch_norm(name: str, dtype=None) -> keras.layers.BatchNormalization:
 
 
 class _ResidualBlock(keras.layers.Layer):
-    """What both residual blocks share: arguments, convolutions, shapes, config."""
+    """What both residual blocks share: the constructor, convolutions, shapes,
+    config.
+
+    Both blocks hold the same layers: `norm_1`, `norm_2`, `conv_1`,
+    `conv_2` and, as a bottleneck, `conv_3` and `norm_3` (created in the
+    order `_bottleneck_end` names, which is the order of `weights`), a
+    `shortcut` made in `build` when the block changes the width or the
+    resolution, and `drop_path`. How they are wired is each block's `call`.
+    """
+
+    # The bottleneck's last two layers, in the order the branch runs them.
+    _bottleneck_end = ("norm_3", "conv_3")
 
     def __init__(
         self,
@@ -50,6 +61,24 @@ class _ResidualBlock(keras.layers.Layer):
         self.bottleneck = bool(bottleneck)
         self.drop_path_rate = float(drop_path_rate)
         self.out_channels = self.filters * (4 if self.bottleneck else 1)
+
+        policy = self.dtype_policy
+        self.norm_1 = batch_norm("norm_1", policy)
+        self.norm_2 = batch_norm("norm_2", policy)
+        if self.bottleneck:
+            self.conv_1 = self._conv(self.filters, 1, "conv_1")
+            self.conv_2 = self._conv(self.filters, 3, "conv_2", self.strides)
+            last = {
+                "norm_3": lambda: batch_norm("norm_3", policy),
+                "conv_3": lambda: self._conv(self.out_channels, 1, "conv_3"),
+            }
+            for name in self._bottleneck_end:
+                setattr(self, name, last[name]())
+        else:
+            self.conv_1 = self._conv(self.filters, 3, "conv_1", self.strides)
+            self.conv_2 = self._conv(self.out_channels, 3, "conv_2")
+        self.shortcut = None
+        self.drop_path = DropPath(self.drop_path_rate, name="drop_path", dtype=policy)
 
     def _conv(self, filters, size, name, strides=1):
         # Strided 3x3 convolutions are padded by hand in `_strided`.
@@ -120,7 +149,7 @@ class PreActBlock(_ResidualBlock):
 
     Example:
 
-    >>> block = keras_vit.layers.PreActBlock(64, strides=2)
+    >>> block = keras_vit.parkkim.layers.PreActBlock(64, strides=2)
     >>> block(np.zeros((2, 56, 56, 256), "float32")).shape
     (2, 28, 28, 256)
 
@@ -128,29 +157,6 @@ class PreActBlock(_ResidualBlock):
     - [He et al., 2016](https://arxiv.org/abs/1603.05027), identity mappings.
     - xxxnell/how-do-vits-work, `models/preresnet_dnn_block.py`.
     """
-
-    def __init__(
-        self,
-        filters: int,
-        strides: int = 1,
-        bottleneck: bool = True,
-        drop_path_rate: float = 0.0,
-        **kwargs,
-    ):
-        super().__init__(filters, strides, bottleneck, drop_path_rate, **kwargs)
-        policy = self.dtype_policy
-        self.norm_1 = batch_norm("norm_1", policy)
-        self.norm_2 = batch_norm("norm_2", policy)
-        if self.bottleneck:
-            self.conv_1 = self._conv(self.filters, 1, "conv_1")
-            self.conv_2 = self._conv(self.filters, 3, "conv_2", self.strides)
-            self.norm_3 = batch_norm("norm_3", policy)
-            self.conv_3 = self._conv(self.out_channels, 1, "conv_3")
-        else:
-            self.conv_1 = self._conv(self.filters, 3, "conv_1", self.strides)
-            self.conv_2 = self._conv(self.out_channels, 3, "conv_2")
-        self.shortcut = None
-        self.drop_path = DropPath(self.drop_path_rate, name="drop_path", dtype=policy)
 
     def build(self, input_shape):
         channels = input_shape[-1]
@@ -215,7 +221,7 @@ class PostActBlock(_ResidualBlock):
 
     Example:
 
-    >>> block = keras_vit.layers.conv_blocks.PostActBlock(64, strides=2)
+    >>> block = keras_vit.parkkim.layers.conv_blocks.PostActBlock(64, strides=2)
     >>> block(np.zeros((2, 56, 56, 256), "float32")).shape
     (2, 28, 28, 256)
 
@@ -224,29 +230,9 @@ class PostActBlock(_ResidualBlock):
     - xxxnell/how-do-vits-work, `models/resnet_dnn_block.py`.
     """
 
-    def __init__(
-        self,
-        filters: int,
-        strides: int = 1,
-        bottleneck: bool = True,
-        drop_path_rate: float = 0.0,
-        **kwargs,
-    ):
-        super().__init__(filters, strides, bottleneck, drop_path_rate, **kwargs)
-        policy = self.dtype_policy
-        self.norm_1 = batch_norm("norm_1", policy)
-        self.norm_2 = batch_norm("norm_2", policy)
-        if self.bottleneck:
-            self.conv_1 = self._conv(self.filters, 1, "conv_1")
-            self.conv_2 = self._conv(self.filters, 3, "conv_2", self.strides)
-            self.conv_3 = self._conv(self.out_channels, 1, "conv_3")
-            self.norm_3 = batch_norm("norm_3", policy)
-        else:
-            self.conv_1 = self._conv(self.filters, 3, "conv_1", self.strides)
-            self.conv_2 = self._conv(self.out_channels, 3, "conv_2")
-        self.shortcut = None
-        self.shortcut_norm = None
-        self.drop_path = DropPath(self.drop_path_rate, name="drop_path", dtype=policy)
+    # Convolution, then BatchNorm: post-activation.
+    _bottleneck_end = ("conv_3", "norm_3")
+    shortcut_norm = None  # made in `build` with `shortcut`
 
     def build(self, input_shape):
         channels = input_shape[-1]
@@ -306,7 +292,7 @@ class PaddedMaxPooling2D(keras.layers.Layer):
 
     Example:
 
-    >>> pool = keras_vit.layers.conv_blocks.PaddedMaxPooling2D(3, 2, 1)
+    >>> pool = keras_vit.parkkim.layers.conv_blocks.PaddedMaxPooling2D(3, 2, 1)
     >>> pool(np.zeros((1, 112, 112, 64), "float32")).shape
     (1, 56, 56, 64)
 

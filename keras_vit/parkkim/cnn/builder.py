@@ -1,51 +1,47 @@
 """The functional builders of the CNN family.
 
-`build_cnn` builds `PreActResNet` and `AlterNet`; `stem`, `check_arguments`
-and `total_stride` are shared with the post-activation `ResNet`
-(`keras_vit.models.cnn.resnet`). Layer names are spelled in
-`keras_vit.models.cnn.layout`.
+`build_cnn` builds `PreActResNet` and `AlterNet`; `build_stem`,
+`build_head`, `check_arguments` and `total_stride` are shared with the
+post-activation `ResNet` (`keras_vit.parkkim.cnn.resnet`). Each takes the
+model's `CNNOptions` whole. Layer names are spelled in
+`keras_vit.parkkim.cnn.layout`.
 """
 
 from __future__ import annotations
 
 import keras
 
-from keras_vit.layers.conv_blocks import PaddedMaxPooling2D
-from keras_vit.layers.conv_blocks import PreActBlock
-from keras_vit.layers.conv_blocks import batch_norm
-from keras_vit.layers.conv_blocks import torch_kernel_initializer
-from keras_vit.layers.local_attention import window_shape
-from keras_vit.layers.msa_block import PreActAttentionBlock
 from keras_vit.models import layout as names
-from keras_vit.models.cnn import layout as cnn_names
-from keras_vit.models.cnn.variants import STEMS
-from keras_vit.models.cnn.variants import CNNVariant
 from keras_vit.models.functional import OptimizerFirstModel
+from keras_vit.models.options import drop_path_rates
+from keras_vit.parkkim.cnn import layout as cnn_names
+from keras_vit.parkkim.cnn.options import CNNOptions
+from keras_vit.parkkim.cnn.variants import CNNVariant
+from keras_vit.parkkim.layers.conv_blocks import PaddedMaxPooling2D
+from keras_vit.parkkim.layers.conv_blocks import PreActBlock
+from keras_vit.parkkim.layers.conv_blocks import batch_norm
+from keras_vit.parkkim.layers.conv_blocks import torch_kernel_initializer
+from keras_vit.parkkim.layers.local_attention import window_shape
+from keras_vit.parkkim.layers.msa_block import PreActAttentionBlock
 from keras_vit.utils import to_pair
-
-POOLINGS = ("avg", "max")
 
 
 def check_arguments(
-    spec,
-    image_size,
-    stem,
-    window_size,
-    include_top,
-    pooling,
-    num_classes,
-    channels,
-    dropout_rate,
-    drop_path_rate,
-):
-    if stem not in STEMS:
-        raise ValueError(f"`stem` must be one of {STEMS}. Received: stem={stem!r}")
-    if pooling is not None and pooling not in POOLINGS:
-        raise ValueError(
-            f"`pooling` must be one of {POOLINGS} or None. Received: "
-            f"pooling={pooling!r}"
-        )
-    if pooling is None and include_top:
+    spec: CNNVariant,
+    options: CNNOptions,
+    image_size: tuple[int, int],
+    *,
+    include_top: bool,
+    num_classes: int,
+    channels: int,
+) -> None:
+    """Refuses a model that cannot be built, naming the argument.
+
+    `options` holds concrete values (`CNNOptions.for_variant`); each option
+    was checked on its own when it was made, what is left here is the
+    model's arguments and how they meet the options and the row.
+    """
+    if options.pooling is None and include_top:
         raise ValueError(
             "`pooling=None` returns the feature map and needs `include_top=False`."
         )
@@ -55,14 +51,7 @@ def check_arguments(
         )
     if int(channels) <= 0:
         raise ValueError(f"`channels` must be positive. Received: channels={channels}")
-    if int(window_size) <= 0:
-        raise ValueError(
-            f"`window_size` must be positive. Received: window_size={window_size}"
-        )
-    rates = {"dropout_rate": dropout_rate, "drop_path_rate": drop_path_rate}
-    for key, rate in rates.items():
-        if not 0.0 <= rate < 1.0:
-            raise ValueError(f"`{key}` must be in [0, 1). Received: {key}={rate}")
+    stem, window_size = options.stem, options.window_size
     stride = total_stride(spec, stem)
     if image_size[0] % stride or image_size[1] % stride:
         raise ValueError(
@@ -74,7 +63,7 @@ def check_arguments(
         if stage > 1:
             size = [s // 2 for s in size]
         if "msa" in kinds:
-            rows, cols = window_shape(*size, int(window_size))
+            rows, cols = window_shape(*size, window_size)
             if size[0] % rows or size[1] % cols:
                 raise ValueError(
                     f"`window_size`={window_size} does not tile the "
@@ -128,80 +117,69 @@ def build_stem(images, spec: CNNVariant, stem: str, *, post_activation=False):
 
 def build_cnn(
     spec: CNNVariant,
+    options: CNNOptions,
     *,
-    default_name: str,
     num_classes: int,
     image_size,
     channels: int,
     include_top: bool,
-    pooling: str | None,
-    stem: str | None,
-    window_size: int | None,
-    dropout_rate: float,
-    drop_path_rate: float,
-    classifier_activation: str | None,
-    name: str | None,
+    name: str,
 ) -> keras.Model:
-    """Builds the functional model of `spec` (see `PreActResNet`)."""
+    """Builds the functional pre-activation network of `spec` (see
+    `PreActResNet` and `AlterNet`) with `options` (`CNNOptions`; a `None`
+    stem or window size is the row's)."""
     image_size = to_pair(image_size, "image_size")
-    stem = spec.stem if stem is None else stem
-    window_size = spec.window_size if window_size is None else window_size
+    options = options.for_variant(spec)
     check_arguments(
         spec,
+        options,
         image_size,
-        stem,
-        window_size,
-        include_top,
-        pooling,
-        num_classes,
-        channels,
-        dropout_rate,
-        drop_path_rate,
+        include_top=include_top,
+        num_classes=num_classes,
+        channels=channels,
     )
     images = keras.Input((*image_size, channels), name=names.INPUT)
-    x = build_stem(images, spec, stem)  # (B, H/4, W/4, C) or (B, H, W, C)
+    x = build_stem(images, spec, options.stem)  # (B, H/4, W/4, C) or (B, H, W, C)
 
     layout = spec.layout()
-    total = sum(len(kinds) for kinds in layout)
-    index = 0
+    # Stochastic depth grows linearly over all blocks, as the paper's.
+    rates = iter(drop_path_rates(options.drop_path_rate, sum(map(len, layout))))
     bottleneck = spec.block == "bottleneck"
     for stage, kinds in enumerate(layout):
         for position, kind in enumerate(kinds):
-            # Stochastic depth grows linearly over all blocks, as the paper's.
-            rate = drop_path_rate * index / max(total - 1, 1)
-            index += 1
+            block_name = cnn_names.block_name(stage + 1, position + 1, kind)
             if kind == "conv":
                 x = PreActBlock(
                     spec.widths[stage],
                     strides=2 if stage > 0 and position == 0 else 1,
                     bottleneck=bottleneck,
-                    drop_path_rate=rate,
-                    name=cnn_names.block_name(stage + 1, position + 1, kind),
+                    drop_path_rate=next(rates),
+                    name=block_name,
                 )(x)
             else:
                 x = PreActAttentionBlock(
                     spec.widths[stage],
                     spec.num_heads[stage],
                     head_dim=spec.head_dim,
-                    window_size=window_size,
+                    window_size=options.window_size,
                     bottleneck=bottleneck,
-                    dropout_rate=dropout_rate,
-                    drop_path_rate=rate,
-                    name=cnn_names.block_name(stage + 1, position + 1, kind),
+                    dropout_rate=options.dropout_rate,
+                    drop_path_rate=next(rates),
+                    name=block_name,
                 )(x)  # (B, h, w, C)
 
     # The paper's BNGAPBlock: the last block is not activated, so the head is.
     x = batch_norm(cnn_names.HEAD_NORM)(x)
     x = keras.layers.ReLU(name=cnn_names.HEAD_RELU)(x)  # (B, h, w, C)
-    x = build_head(x, pooling, include_top, num_classes, classifier_activation)
-    return OptimizerFirstModel(images, x, name=name or default_name)
+    x = build_head(x, options, include_top=include_top, num_classes=num_classes)
+    return OptimizerFirstModel(images, x, name=name)
 
 
-def build_head(x, pooling, include_top, num_classes, classifier_activation):
+def build_head(x, options: CNNOptions, *, include_top: bool, num_classes: int):
     """Global pooling (`pool`) and the linear head (`head`) of an activated map."""
-    if pooling == "avg":
+    if options.pooling == "avg":
         x = keras.layers.GlobalAveragePooling2D(name=names.POOL)(x)  # (B, C)
-    elif pooling == "max":
+    elif options.pooling == "max":
         x = keras.layers.GlobalMaxPooling2D(name=names.POOL)(x)
     if include_top:
         # Logits stay float32 under mixed precision.
@@ -209,7 +187,7 @@ def build_head(x, pooling, include_top, num_classes, classifier_activation):
         x = keras.layers.Dense(
             num_classes,
             kernel_initializer=torch_kernel_initializer(),
-            activation=classifier_activation,
+            activation=options.classifier_activation,
             dtype="float32" if policy.compute_dtype != "float32" else None,
             name=names.HEAD,
         )(x)

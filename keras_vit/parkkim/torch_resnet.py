@@ -2,7 +2,7 @@
 
 The keys of `models/resnet.py` in github.com/xxxnell/how-do-vits-work
 (branch `transformer`, commit 9571ff1; blocks from `models/resnet_dnn_block.py`,
-head from `models/classifier_block.py`), and the `keras_vit.models.cnn.ResNet`
+head from `models/classifier_block.py`), and the `keras_vit.parkkim.cnn.ResNet`
 variable each one fills:
 
 | PyTorch key | Keras variable |
@@ -25,7 +25,7 @@ key is checked before any weight changes.
 Example:
 
 ```python
-model = keras_vit.models.cnn.ResNet("50", num_classes=100, image_size=32,
+model = keras_vit.parkkim.cnn.ResNet("50", num_classes=100, image_size=32,
                                     stem="cifar")
 keras_vit.load_weights(model, "resnet_50_cifar100_691cc9a9e4.pth.tar")
 ```
@@ -34,70 +34,80 @@ keras_vit.load_weights(model, "resnet_50_cifar100_691cc9a9e4.pth.tar")
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Mapping
 
 import keras
 import numpy as np
 
 from keras_vit.models import layout as names
-from keras_vit.models.cnn import layout as cnn_names
-from keras_vit.models.cnn.layout import CNNLayout
+from keras_vit.parkkim import pth as torch_file
+from keras_vit.parkkim.cnn import layout as cnn_names
+from keras_vit.parkkim.cnn.layout import CNNLayout
 from keras_vit.weights.checks import LoadPlan
 from keras_vit.weights.checks import apply_plan
 from keras_vit.weights.checks import check_finite
+from keras_vit.weights.dialects.convert import conv_to_hwio
+from keras_vit.weights.dialects.convert import transpose
+from keras_vit.weights.dialects.rules import Dialect
+from keras_vit.weights.dialects.rules import Rule
+from keras_vit.weights.dialects.rules import find
 from keras_vit.weights.errors import CheckpointError
-from keras_vit.weights.formats import pth as torch_file
 
 _MAX_LISTED = 10
-_BN = {
+# PyTorch's BatchNorm2d parameters and buffers -> Keras's BatchNormalization
+# variables.
+_BATCH_NORM = {
     "weight": "gamma",
     "bias": "beta",
     "running_mean": "moving_mean",
     "running_var": "moving_variance",
 }
-_LEAF = r"(?P<leaf>weight|bias|running_mean|running_var)"
-_BLOCK = r"layer(?P<s>[1-9]\d*)\.(?P<b>\d+)\."
+_LAYER = r"layer(?P<s>[1-9]\d*)\.(?P<b>\d+)\."  # blocks from 0 (`shift` below)
+_BLOCK = "stage{s}_" + cnn_names.BLOCK_KINDS["conv"] + "{b}"
 
 
-def _conv(weight):  # (out, in, h, w) -> (h, w, in, out)
-    return np.transpose(weight, (2, 3, 1, 0))
+def _batch_norm(source: str, layer: str) -> tuple[Rule, ...]:
+    """`source.{weight,bias,running_mean,running_var}` -> `layer/{gamma,...}`."""
+    return tuple(
+        Rule(source + r"\." + leaf, f"{layer}/{variable}")
+        for leaf, variable in _BATCH_NORM.items()
+    )
 
 
-def _linear(weight):  # (out, in) -> (in, out)
-    return np.transpose(weight)
-
-
-# (regex, variable path template, conversion)
+# PyTorch key -> Keras variable path of `keras_vit.parkkim.cnn.ResNet`.
 RULES = (
-    (r"layer0\.0\.weight", cnn_names.STEM_CONV + "/kernel", _conv),
-    (r"layer0\.1\." + _LEAF, cnn_names.STEM_NORM + "/{bn}", None),
-    (_BLOCK + r"conv(?P<n>[123])\.0\.weight", "{block}/conv_{n}/kernel", _conv),
-    (_BLOCK + r"conv(?P<n>[123])\.1\." + _LEAF, "{block}/norm_{n}/{bn}", None),
-    (_BLOCK + r"shortcut\.0\.weight", "{block}/shortcut/kernel", _conv),
-    (_BLOCK + r"shortcut\.1\." + _LEAF, "{block}/shortcut_norm/{bn}", None),
-    (r"classifier\.0\.dense\.weight", names.HEAD + "/kernel", _linear),
-    (r"classifier\.0\.dense\.bias", names.HEAD + "/bias", None),
+    Rule(r".*\.num_batches_tracked", None),  # a training counter: left out
+    Rule(r"layer0\.0\.weight", cnn_names.STEM_CONV + "/kernel", conv_to_hwio),
+    *_batch_norm(r"layer0\.1", cnn_names.STEM_NORM),
+    Rule(_LAYER + r"conv(?P<n>[123])\.0\.weight", _BLOCK + "/conv_{n}/kernel",
+         conv_to_hwio),
+    *_batch_norm(_LAYER + r"conv(?P<n>[123])\.1", _BLOCK + "/norm_{n}"),
+    Rule(_LAYER + r"shortcut\.0\.weight", _BLOCK + "/shortcut/kernel", conv_to_hwio),
+    *_batch_norm(_LAYER + r"shortcut\.1", _BLOCK + "/shortcut_norm"),
+    Rule(r"classifier\.0\.dense\.weight", names.HEAD + "/kernel", transpose),
+    Rule(r"classifier\.0\.dense\.bias", names.HEAD + "/bias"),
+)  # fmt: skip
+
+
+def recognizes(keys) -> bool:
+    """Whether a key set is the authors' ResNet's (`layer0.*`, `layer1.*`)."""
+    return any(key.startswith(("layer0.", "layer1.")) for key in keys)
+
+
+DIALECT = Dialect(
+    "Park & Kim's PyTorch ResNet",
+    RULES,
+    recognizes,
+    shift={"b": 1},  # PyTorch counts a stage's blocks from 0, the layout from 1
+    example="layer1.0.conv1.0.weight",
 )
-_COMPILED = tuple((re.compile(p), t, c) for p, t, c in RULES)
-_DROPPED = re.compile(r".*\.num_batches_tracked")
 
 
-def variable_path(key: str):
-    """`(variable path, conversion)` of a PyTorch key, or `None` if unknown."""
-    for regex, template, convert in _COMPILED:
-        match = regex.fullmatch(key)
-        if match is None:
-            continue
-        groups = match.groupdict()
-        if "s" in groups:
-            groups["block"] = cnn_names.block_name(
-                int(groups["s"]), int(groups["b"]) + 1, "conv"
-            )
-        if "leaf" in groups:
-            groups["bn"] = _BN[groups["leaf"]]
-        return template.format(**groups), convert
-    return None
+def variable_path(key: str) -> str | None:
+    """The `ResNet` variable path a PyTorch key fills, or `None` for a key
+    that is unknown or left out (`*.num_batches_tracked`)."""
+    match = find(key, DIALECT)
+    return None if match is None else match.key
 
 
 def _listing(items) -> str:
@@ -113,9 +123,41 @@ def _check_model(model: keras.Model) -> None:
     ):
         raise CheckpointError(
             f"{model.name!r} is not a post-activation ResNet "
-            "(keras_vit.models.cnn.ResNet): PyTorch state dicts load into that "
+            "(keras_vit.parkkim.cnn.ResNet): PyTorch state dicts load into that "
             "family only (a PreActResNet or AlterNet has no PyTorch key map)."
         )
+
+
+def _translate(state: Mapping[str, np.ndarray], source: str, has_head: bool):
+    """`DIALECT`'s rules over `state`.
+
+    Returns `(values, origin, unknown, dropped_head)`: `{variable path:
+    converted array}`, `{variable path: PyTorch key}`, the keys no rule
+    matches (with their shapes) and the head keys a headless model drops.
+    """
+    values, origin, unknown, dropped_head = {}, {}, [], []
+    for key, value in state.items():
+        match = find(key, DIALECT)
+        if match is None:
+            unknown.append(f"{key} {tuple(np.shape(value))}")
+            continue
+        if match.key is None:  # left out on purpose
+            continue
+        if match.key.startswith(names.HEAD + "/") and not has_head:
+            dropped_head.append(key)
+            continue
+        array = np.asarray(value)
+        if not np.issubdtype(array.dtype, np.floating):
+            raise CheckpointError(
+                f"{source!r}: {key!r} has dtype {array.dtype}; weights must be "
+                "floating point."
+            )
+        try:
+            values[match.key] = match.rule.convert(array, None)
+        except ValueError:  # not a kernel's rank: reported as mis-shaped
+            values[match.key] = array
+        origin[match.key] = key
+    return values, origin, unknown, dropped_head
 
 
 def plan_torch_resnet(
@@ -123,8 +165,12 @@ def plan_torch_resnet(
 ) -> LoadPlan:
     """Checks a PyTorch state dict against a `ResNet` and computes every value.
 
+    The keys are translated by `DIALECT` (the one rule engine,
+    `keras_vit.weights.dialects.rules`) into the model's variable paths,
+    then compared with the model's variables strictly.
+
     Args:
-        model: A model built by `keras_vit.models.cnn.ResNet`.
+        model: A model built by `keras_vit.parkkim.cnn.ResNet`.
         state: `{PyTorch key: array}` (anything with `.shape` that NumPy can
             read).
         source: What the state dict was read from, for messages.
@@ -139,29 +185,10 @@ def plan_torch_resnet(
     """
     _check_model(model)
     check_finite(state, source)  # named by the file's own keys
-    variables = {variable.path: variable for variable in model.weights}
+    variables = {variable.path: tuple(variable.shape) for variable in model.weights}
     has_head = any(layer.name == names.HEAD for layer in model.layers)
-    values, origin, unexpected, notes = {}, {}, [], []
-    dropped_head = []
-    for key, value in state.items():
-        if _DROPPED.fullmatch(key):
-            continue
-        found = variable_path(key)
-        if found is None:
-            unexpected.append(f"{key} {tuple(np.shape(value))}")
-            continue
-        path, convert = found
-        if path.startswith(names.HEAD + "/") and not has_head:
-            dropped_head.append(key)
-            continue
-        array = np.asarray(value)
-        if not np.issubdtype(array.dtype, np.floating):
-            raise CheckpointError(
-                f"{source!r}: {key!r} has dtype {array.dtype}; weights must be "
-                "floating point."
-            )
-        values[path] = convert(array) if convert is not None else array
-        origin[path] = key
+    values, origin, unexpected, dropped_head = _translate(state, source, has_head)
+    notes = []
     if dropped_head:
         notes.append("The model has no head: the checkpoint's head is dropped.")
     unexpected += [
@@ -170,12 +197,11 @@ def plan_torch_resnet(
         if p not in variables
     ]
     missing = [p for p in variables if p not in values]
-    mismatched = [
-        f"{origin[p]} -> {p}: checkpoint {tuple(values[p].shape)} vs model "
-        f"{tuple(variables[p].shape)}"
-        for p in values
-        if p in variables and tuple(values[p].shape) != tuple(variables[p].shape)
-    ]
+    mismatched = {
+        p: (tuple(value.shape), variables[p])
+        for p, value in values.items()
+        if p in variables and tuple(value.shape) != variables[p]
+    }
     if missing or unexpected or mismatched:
         parts = []
         if missing:
@@ -183,18 +209,17 @@ def plan_torch_resnet(
         if unexpected:
             parts.append(f"Unexpected keys:\n{_listing(unexpected)}")
         if mismatched:
-            parts.append(f"Mis-shaped keys:\n{_listing(mismatched)}")
+            listed = [
+                f"{origin[p]} -> {p}: checkpoint {theirs} vs model {ours}"
+                for p, (theirs, ours) in mismatched.items()
+            ]
+            parts.append(f"Mis-shaped keys:\n{_listing(listed)}")
         raise CheckpointError(
             f"{source!r} does not fit the model {model.name!r}; no weight was "
             "changed.\n" + "\n".join(parts),
             missing=missing,
             unexpected=unexpected,
-            mismatched={
-                p: (tuple(values[p].shape), tuple(variables[p].shape))
-                for p in values
-                if p in variables
-                and tuple(values[p].shape) != tuple(variables[p].shape)
-            },
+            mismatched=mismatched,
         )
     return LoadPlan({p: values[p] for p in variables}, notes)
 
@@ -209,10 +234,10 @@ def load_torch_resnet(
     `keras_vit.load_weights` calls this for a CNN; call that instead.
 
     Args:
-        model: A model built by `keras_vit.models.cnn.ResNet` with the
+        model: A model built by `keras_vit.parkkim.cnn.ResNet` with the
             checkpoint's variant, stem and class count.
         weights: A `.pth` / `.pth.tar` file (read by
-            `keras_vit.weights.formats.pth`, nothing in it is run) or a dict
+            `keras_vit.parkkim.pth`, nothing in it is run) or a dict
             `{PyTorch key: array}`.
         progress: An optional `keras.utils.Progbar` advanced per variable.
 
@@ -242,7 +267,6 @@ def load_torch_resnet(
                 "`model.load_weights` for a Keras weights file."
             )
         state = torch_file.read_state_dict(source)
-    _check_model(model)
     plan = plan_torch_resnet(model, state, source)
     apply_plan(model, plan, progress)
     return plan.notes

@@ -12,11 +12,14 @@ from __future__ import annotations
 
 import keras
 
-from keras_vit.models.cnn.builder import build_cnn
-from keras_vit.models.cnn.preact_resnet import _default_name
-from keras_vit.models.cnn.variants import ALTERNETS
-from keras_vit.models.cnn.variants import CNNVariant
-from keras_vit.models.cnn.variants import get_variant
+from keras_vit.models.options import builder_arguments
+from keras_vit.parkkim.cnn.builder import build_cnn
+from keras_vit.parkkim.cnn.options import CNNOptions
+from keras_vit.parkkim.cnn.options import resolve_cnn_options
+from keras_vit.parkkim.cnn.variants import ALTERNETS
+from keras_vit.parkkim.cnn.variants import CNNVariant
+from keras_vit.parkkim.cnn.variants import default_name
+from keras_vit.parkkim.cnn.variants import get_variant
 
 
 def AlterNet(  # noqa: N802
@@ -26,13 +29,9 @@ def AlterNet(  # noqa: N802
     image_size: int | tuple[int, int] = 224,
     channels: int = 3,
     include_top: bool = True,
-    pooling: str | None = "avg",
-    stem: str | None = None,
-    window_size: int | None = None,
-    dropout_rate: float = 0.0,
-    drop_path_rate: float = 0.0,
-    classifier_activation: str | None = None,
     name: str | None = None,
+    options: CNNOptions | None = None,
+    **cnn_options,
 ) -> keras.Model:
     """Builds an AlterNet: MSA blocks at the end of pre-activation ResNet stages.
 
@@ -66,15 +65,24 @@ def AlterNet(  # noqa: N802
             windows. Defaults to 224.
         channels: Input channels. Defaults to 3.
         include_top: Whether to add the linear head (see `PreActResNet`).
-        pooling: `"avg"` (default), `"max"`, or `None` (only without top).
-        stem: `"imagenet"` or `"cifar"`; defaults to the row's.
-        window_size: Side of the attention windows; defaults to the row's
-            (7 for the paper's rows). A map no larger than the window is
-            attended globally.
-        dropout_rate: Dropout after each attention output projection.
-        drop_path_rate: Stochastic depth, linear over all blocks.
-        classifier_activation: Activation of the head. Defaults to `None`.
         name: Model name. Defaults to e.g. `"alternet50"`.
+        options: The network's `keras_vit.parkkim.cnn.CNNOptions` (stem,
+            windows, pooling, dropout, stochastic depth, head activation).
+            Defaults to `CNNOptions()`: the row's stem and windows, average
+            pooling, no dropout or stochastic depth, logits.
+        **cnn_options: Single fields of `CNNOptions` by name, applied over
+            `options`:
+            - `stem`: `"imagenet"` or `"cifar"`; defaults to the row's.
+            - `window_size`: Side of the attention windows; defaults to the
+              row's (7 for the paper's rows). A map no larger than the
+              window is attended globally.
+            - `pooling`: `"avg"` (default), `"max"`, or `None` (only without
+              the top).
+            - `dropout_rate`: Dropout after each attention output
+              projection.
+            - `drop_path_rate`: Stochastic depth, linear over all blocks.
+            - `classifier_activation`: Activation of the head. Defaults to
+              `None`.
 
     Returns:
         A functional `keras.Model` taking `(batch, height, width, channels)`
@@ -92,20 +100,15 @@ def AlterNet(  # noqa: N802
     - [Park & Kim, 2022](https://arxiv.org/abs/2202.06709), Section 4.
     """
     spec = get_variant(ALTERNETS, "AlterNet", variant)
+    options = resolve_cnn_options(options, cnn_options, builder_arguments(AlterNet))
     return build_cnn(
         spec,
-        default_name=_default_name("alternet", variant),
+        options,
         num_classes=num_classes,
         image_size=image_size,
         channels=channels,
         include_top=include_top,
-        pooling=pooling,
-        stem=stem,
-        window_size=window_size,
-        dropout_rate=dropout_rate,
-        drop_path_rate=drop_path_rate,
-        classifier_activation=classifier_activation,
-        name=name,
+        name=name or default_name("alternet", variant),
     )
 
 

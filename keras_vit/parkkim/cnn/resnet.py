@@ -11,16 +11,20 @@ from __future__ import annotations
 
 import keras
 
-from keras_vit.layers.conv_blocks import PostActBlock
 from keras_vit.models import layout as names
-from keras_vit.models.cnn import layout as cnn_names
-from keras_vit.models.cnn.builder import build_head
-from keras_vit.models.cnn.builder import build_stem
-from keras_vit.models.cnn.builder import check_arguments
-from keras_vit.models.cnn.preact_resnet import _default_name
-from keras_vit.models.cnn.variants import RESNETS
-from keras_vit.models.cnn.variants import CNNVariant
-from keras_vit.models.cnn.variants import get_variant
+from keras_vit.models.options import builder_arguments
+from keras_vit.models.options import drop_path_rates
+from keras_vit.parkkim.cnn import layout as cnn_names
+from keras_vit.parkkim.cnn.builder import build_head
+from keras_vit.parkkim.cnn.builder import build_stem
+from keras_vit.parkkim.cnn.builder import check_arguments
+from keras_vit.parkkim.cnn.options import CNNOptions
+from keras_vit.parkkim.cnn.options import resolve_cnn_options
+from keras_vit.parkkim.cnn.variants import RESNETS
+from keras_vit.parkkim.cnn.variants import CNNVariant
+from keras_vit.parkkim.cnn.variants import default_name
+from keras_vit.parkkim.cnn.variants import get_variant
+from keras_vit.parkkim.layers.conv_blocks import PostActBlock
 from keras_vit.utils import to_pair
 
 
@@ -31,11 +35,9 @@ def ResNet(  # noqa: N802
     image_size: int | tuple[int, int] = 224,
     channels: int = 3,
     include_top: bool = True,
-    pooling: str | None = "avg",
-    stem: str | None = None,
-    drop_path_rate: float = 0.0,
-    classifier_activation: str | None = None,
     name: str | None = None,
+    options: CNNOptions | None = None,
+    **cnn_options,
 ) -> keras.Model:
     """Builds a post-activation ResNet, the CNN of Park & Kim's analyses.
 
@@ -56,10 +58,10 @@ def ResNet(  # noqa: N802
     `stem_pool` (ImageNet stem; `stem_conv`, `stem_norm`, `stem_relu` for
     the CIFAR stem), one layer per block `stage{s}_block{b}` (from 1), then
     `pool` and `head`. `keras_vit.load_weights` reads the state dict of the
-    authors' PyTorch model into it (`keras_vit.models.parkkim`).
+    authors' PyTorch model into it (`keras_vit.parkkim.authors`).
 
     Args:
-        variant: A row of `keras_vit.models.cnn.RESNETS` (`"18"`, `"34"`,
+        variant: A row of `keras_vit.parkkim.cnn.RESNETS` (`"18"`, `"34"`,
             `"50"`, `"101"`, `"152"`, `"mini"`, `"test"`) or a `CNNVariant`.
         num_classes: Classes of the linear head. Defaults to 1000.
         image_size: Input size, an int or `(height, width)`, a multiple of
@@ -69,17 +71,24 @@ def ResNet(  # noqa: N802
         include_top: Whether to add the linear head. Without it the model
             returns the pooled features, or the last block's map
             `(batch, h, w, channels)` when `pooling=None`.
-        pooling: `"avg"` (default, the paper's), `"max"`, or `None` (only
-            without the top).
-        stem: `"imagenet"` or `"cifar"` (the code's `stem=False`, used for
-            its CIFAR models). Defaults to the row's: ImageNet for the
-            paper's rows, CIFAR for `"mini"` and `"test"`.
-        drop_path_rate: Stochastic depth; block `i` of `L` drops its branch
-            with rate `drop_path_rate * i / (L - 1)`, as the code's `sd`.
-            Defaults to 0.
-        classifier_activation: Activation of the head. Defaults to `None`
-            (logits, float32 under mixed precision).
         name: Model name. Defaults to e.g. `"resnet50"`.
+        options: The network's `keras_vit.parkkim.cnn.CNNOptions` (stem,
+            pooling, stochastic depth, head activation). Defaults to
+            `CNNOptions()`: the row's stem, average pooling, no stochastic
+            depth, logits. Its MSA options (`window_size`, `dropout_rate`)
+            must stay unset: this network has no MSA blocks.
+        **cnn_options: Single fields of `CNNOptions` by name, applied over
+            `options`:
+            - `stem`: `"imagenet"` or `"cifar"` (the code's `stem=False`,
+              used for its CIFAR models). Defaults to the row's: ImageNet
+              for the paper's rows, CIFAR for `"mini"` and `"test"`.
+            - `pooling`: `"avg"` (default, the paper's), `"max"`, or `None`
+              (only without the top).
+            - `drop_path_rate`: Stochastic depth; block `i` of `L` drops its
+              branch with rate `drop_path_rate * i / (L - 1)`, as the code's
+              `sd`. Defaults to 0.
+            - `classifier_activation`: Activation of the head. Defaults to
+              `None` (logits, float32 under mixed precision).
 
     Returns:
         A functional `keras.Model` taking `(batch, height, width, channels)`
@@ -88,7 +97,7 @@ def ResNet(  # noqa: N802
     Example:
 
     ```python
-    model = keras_vit.models.cnn.ResNet("50", num_classes=100, image_size=32,
+    model = keras_vit.parkkim.cnn.ResNet("50", num_classes=100, image_size=32,
                                         stem="cifar")
     logits = model(np.zeros((1, 32, 32, 3), "float32"))  # (1, 100)
     ```
@@ -97,46 +106,37 @@ def ResNet(  # noqa: N802
     - [He et al., 2016](https://arxiv.org/abs/1512.03385).
     - [Park & Kim, 2022](https://arxiv.org/abs/2202.06709).
     """
-    spec = get_variant(RESNETS, "ResNet", variant)
-    if spec.msa_blocks and any(spec.msa_blocks):
-        raise ValueError(
-            "`variant` has MSA blocks; build it with `keras_vit.AlterNet`."
-        )
+    spec = get_variant(RESNETS, "ResNet", variant, msa=False)
+    options = resolve_cnn_options(
+        options, cnn_options, builder_arguments(ResNet), msa=False
+    ).for_variant(spec)
     image_size = to_pair(image_size, "image_size")
-    stem = spec.stem if stem is None else stem
     check_arguments(
         spec,
+        options,
         image_size,
-        stem,
-        spec.window_size,
-        include_top,
-        pooling,
-        num_classes,
-        channels,
-        0.0,
-        drop_path_rate,
+        include_top=include_top,
+        num_classes=num_classes,
+        channels=channels,
     )
     images = keras.Input((*image_size, channels), name=names.INPUT)
-    x = build_stem(images, spec, stem, post_activation=True)
+    x = build_stem(images, spec, options.stem, post_activation=True)
 
-    total = sum(spec.depths)
-    index = 0
+    # Stochastic depth grows linearly over all blocks, as the code's.
+    rates = iter(drop_path_rates(options.drop_path_rate, sum(spec.depths)))
     for stage, depth in enumerate(spec.depths):
         for position in range(depth):
-            # Stochastic depth grows linearly over all blocks, as the code's.
-            rate = drop_path_rate * index / max(total - 1, 1)
-            index += 1
             x = PostActBlock(
                 spec.widths[stage],
                 strides=2 if stage > 0 and position == 0 else 1,
                 bottleneck=spec.block == "bottleneck",
-                drop_path_rate=rate,
+                drop_path_rate=next(rates),
                 name=cnn_names.block_name(stage + 1, position + 1, "conv"),
             )(x)  # (B, h, w, C)
 
     # The code's GAPBlock: the blocks end in a ReLU, so the head does not.
-    x = build_head(x, pooling, include_top, num_classes, classifier_activation)
-    return keras.Model(images, x, name=name or _default_name("resnet", variant))
+    x = build_head(x, options, include_top=include_top, num_classes=num_classes)
+    return keras.Model(images, x, name=name or default_name("resnet", variant))
 
 
 def ResNet18(**kwargs) -> keras.Model:  # noqa: N802

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import keras
 
-from keras_vit.models.cnn.builder import build_cnn
-from keras_vit.models.cnn.variants import PREACT_RESNETS
-from keras_vit.models.cnn.variants import CNNVariant
-from keras_vit.models.cnn.variants import get_variant
+from keras_vit.models.options import builder_arguments
+from keras_vit.parkkim.cnn.builder import build_cnn
+from keras_vit.parkkim.cnn.options import CNNOptions
+from keras_vit.parkkim.cnn.options import resolve_cnn_options
+from keras_vit.parkkim.cnn.variants import PREACT_RESNETS
+from keras_vit.parkkim.cnn.variants import CNNVariant
+from keras_vit.parkkim.cnn.variants import default_name
+from keras_vit.parkkim.cnn.variants import get_variant
 
 
 def PreActResNet(  # noqa: N802
@@ -17,11 +21,9 @@ def PreActResNet(  # noqa: N802
     image_size: int | tuple[int, int] = 224,
     channels: int = 3,
     include_top: bool = True,
-    pooling: str | None = "avg",
-    stem: str | None = None,
-    drop_path_rate: float = 0.0,
-    classifier_activation: str | None = None,
     name: str | None = None,
+    options: CNNOptions | None = None,
+    **cnn_options,
 ) -> keras.Model:
     """Builds a pre-activation ResNet, the CNN baseline of Park & Kim (2022).
 
@@ -47,17 +49,25 @@ def PreActResNet(  # noqa: N802
         include_top: Whether to add the linear head. Without it the model
             returns the pooled features, or the final activated feature map
             `(batch, h, w, channels)` when `pooling=None`.
-        pooling: `"avg"` (default, the paper's), `"max"`, or `None` (only
-            without the top).
-        stem: `"imagenet"` (7x7/2 convolution, 3x3/2 max-pool) or `"cifar"`
-            (a 3x3/1 convolution, the paper's `stem=False`). Defaults to the
-            row's: ImageNet for the paper's rows, CIFAR for `"mini"` and
-            `"test"`.
-        drop_path_rate: Stochastic depth; block `i` of `L` drops its branch
-            with rate `drop_path_rate * i / (L - 1)`. Defaults to 0.
-        classifier_activation: Activation of the head. Defaults to `None`
-            (logits, float32 under mixed precision).
         name: Model name. Defaults to e.g. `"preact_resnet50"`.
+        options: The network's `keras_vit.parkkim.cnn.CNNOptions` (stem,
+            pooling, stochastic depth, head activation). Defaults to
+            `CNNOptions()`: the row's stem, average pooling, no stochastic
+            depth, logits. Its MSA options (`window_size`, `dropout_rate`)
+            must stay unset: this network has no MSA blocks.
+        **cnn_options: Single fields of `CNNOptions` by name, applied over
+            `options`:
+            - `stem`: `"imagenet"` (7x7/2 convolution, 3x3/2 max-pool) or
+              `"cifar"` (a 3x3/1 convolution, the paper's `stem=False`).
+              Defaults to the row's: ImageNet for the paper's rows, CIFAR
+              for `"mini"` and `"test"`.
+            - `pooling`: `"avg"` (default, the paper's), `"max"`, or `None`
+              (only without the top).
+            - `drop_path_rate`: Stochastic depth; block `i` of `L` drops its
+              branch with rate `drop_path_rate * i / (L - 1)`. Defaults
+              to 0.
+            - `classifier_activation`: Activation of the head. Defaults to
+              `None` (logits, float32 under mixed precision).
 
     Returns:
         A functional `keras.Model` taking `(batch, height, width, channels)`
@@ -68,6 +78,8 @@ def PreActResNet(  # noqa: N802
     ```python
     model = keras_vit.PreActResNet("50", num_classes=100, image_size=32,
                                    stem="cifar")
+    same = keras_vit.PreActResNet("50", num_classes=100, image_size=32,
+                                  options=cnn.CNNOptions(stem="cifar"))
     logits = model(np.zeros((1, 32, 32, 3), "float32"))  # (1, 100)
     ```
 
@@ -75,32 +87,19 @@ def PreActResNet(  # noqa: N802
     - [He et al., 2016](https://arxiv.org/abs/1603.05027).
     - [Park & Kim, 2022](https://arxiv.org/abs/2202.06709).
     """
-    spec = get_variant(PREACT_RESNETS, "PreActResNet", variant)
-    if spec.msa_blocks and any(spec.msa_blocks):
-        raise ValueError(
-            "`variant` has MSA blocks; build it with `keras_vit.AlterNet`."
-        )
+    spec = get_variant(PREACT_RESNETS, "PreActResNet", variant, msa=False)
+    options = resolve_cnn_options(
+        options, cnn_options, builder_arguments(PreActResNet), msa=False
+    )
     return build_cnn(
         spec,
-        default_name=_default_name("preact_resnet", variant),
+        options,
         num_classes=num_classes,
         image_size=image_size,
         channels=channels,
         include_top=include_top,
-        pooling=pooling,
-        stem=stem,
-        window_size=spec.window_size,
-        dropout_rate=0.0,
-        drop_path_rate=drop_path_rate,
-        classifier_activation=classifier_activation,
-        name=name,
+        name=name or default_name("preact_resnet", variant),
     )
-
-
-def _default_name(family: str, variant) -> str:
-    if not isinstance(variant, str):
-        return family
-    return f"{family}{variant}" if variant.isdigit() else f"{family}_{variant}"
 
 
 def PreActResNet18(**kwargs) -> keras.Model:  # noqa: N802

@@ -1,0 +1,280 @@
+"""Park & Kim's panel: every analysis of the paper on one trained model.
+
+"How Do Vision Transformers Work?" (Park & Kim, ICLR 2022) makes its case
+with a handful of analyses, each run here with the authors' protocol (read
+from their code, xxxnell/how-do-vits-work @ 9571ff1; see each function):
+
+- `depth_statistics`: `Δ log amplitude` of the feature maps' Fourier
+  transform at the authors' highest frequency, and their per-channel spatial
+  variance, after every block (Fig. 2a, 8, 9);
+- `hessian_spectrum`: the top-5 Hessian eigenvalues of the training loss on
+  augmented batches with the L2 term (Fig. 1c, 4), with the loss of each
+  batch (the matched-loss rule of `keras_vit.parkkim.claims` reads it), and
+  the same on clean batches with hard labels and no L2, the protocol their
+  README calls incorrect, as a labelled second column;
+- `noise_robustness`: accuracy under sign noise in a square frequency
+  annulus, not renormalised, from 0 to π, with the noise RMS per band
+  (Fig. 2b);
+- `loss_landscape`: NLL + L2 on a 2-D grid of filter-normalised directions
+  (Fig. 1a), for the first seeds;
+- mean attention distance of every attention block.
+
+`model_panel` runs them on one model and returns a JSON-ready dict of
+numbers; `keras_vit.parkkim.claims.claims` judges the paper's claims from
+the panels of several models and seeds, and `keras_vit.parkkim.compare`
+trains the models and calls both.
+
+Example:
+
+```python
+import keras
+
+from keras_vit.parkkim.panel import PanelSettings
+from keras_vit.parkkim.panel import model_panel
+
+loss = keras.losses.CategoricalCrossentropy(from_logits=True, label_smoothing=0.1)
+panel = model_panel(model, images, labels, augmented, clean, loss=loss,
+                    weight_decay=0.05, settings=PanelSettings())
+panel["accuracy"], panel["classes"], panel["hessian"]["eigenvalues"]
+```
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable
+from collections.abc import Iterable
+
+import keras
+import numpy as np
+
+from keras_vit.analysis.depth import depth_statistics
+from keras_vit.analysis.hessian import hessian_spectrum
+from keras_vit.analysis.landscape import loss_landscape
+from keras_vit.analysis.noise import authors_frequencies
+from keras_vit.analysis.noise import noise_robustness
+from keras_vit.parkkim.window_distance import attention_distance_by_depth
+
+
+@dataclasses.dataclass(frozen=True)
+class PanelSettings:
+    """What `model_panel` computes and how much.
+
+    `images`, `hessian_batch_size` and `landscape_seeds` size what the
+    caller passes (`keras-vit compare`: the test images, the batches of the
+    training stream, the seeds given `landscape=True`).
+
+    Attributes:
+        images: Test images of the Fourier, variance, noise and distance
+            analyses (the noise claim's n).
+        hessian_batches: Augmented training batches whose Hessians are
+            taken; `None` for every batch of the stream (the authors').
+        hessian_batch_size: Images per Hessian (and landscape) batch.
+        hessian_top_k: Eigenvalues per batch (the authors': 5).
+        hessian_iterations: Power iterations per eigenvalue, at most (the
+            authors' PyHessian: 100).
+        hessian_l2: `"norm"` (the authors' `ops/norm.py`) or `"squared"`.
+        clean_hessian: Also take the clean-data column (hard labels, no L2).
+        noise_epsilon: Sign-noise amplitude in the model's input units; `None`
+            for 0.31, in `[-1, 1]` units the strength of the authors' 0.7 on
+            their normalised inputs (`keras-vit compare` gives their own
+            models 0.7).
+        noise_frequencies: Annulus centres from 0 to π.
+        equal_energy_noise: Also run the equal-energy alternative.
+        landscape_points: Grid points per axis of the loss landscape, from
+            -1 to 1 (the authors' published grid: 21); 0 for none.
+        landscape_batches: Augmented training batches the landscape's loss
+            is averaged over, at every grid point.
+        landscape_seeds: Seeds whose landscape is drawn (seeds 0 to
+            landscape_seeds - 1).
+        batch_size: Images per forward pass.
+    """
+
+    images: int = 512
+    hessian_batches: int | None = 2
+    hessian_batch_size: int = 32
+    hessian_top_k: int = 5
+    hessian_iterations: int = 20
+    hessian_l2: str = "norm"
+    clean_hessian: bool = True
+    noise_epsilon: float | None = None
+    noise_frequencies: int = 11
+    equal_energy_noise: bool = False
+    landscape_points: int = 11
+    landscape_batches: int = 2
+    landscape_seeds: int = 1
+    batch_size: int = 64
+
+
+def model_panel(
+    model: keras.Model,
+    images: np.ndarray,
+    labels: np.ndarray,
+    augmented: Iterable,
+    clean: Iterable | None,
+    *,
+    loss: Callable,
+    weight_decay: float,
+    settings: PanelSettings = PanelSettings(),
+    landscape: bool = False,
+    seed: int = 0,
+    progress: Callable[[str, float], None] | None = None,
+    landscape_rows: str | None = None,
+) -> dict:
+    """Every analysis of the panel on one trained model.
+
+    Args:
+        model: A keras_vit ViT, ResNet, PreActResNet or AlterNet classifier.
+        images: Test images `(N, H, W, C)` in the model's input range.
+        labels: Their integer classes `(N,)`.
+        augmented: Batches `(images, targets)` of the training stream, with
+            its augmentation (crops, MixUp/CutMix): the authors' Hessian and
+            landscape data. Read once per analysis, so pass a re-iterable
+            (a `tf.data.Dataset` or a list).
+        clean: Clean training batches `(images, one-hot labels)` for the
+            clean-data Hessian column, or `None`.
+        loss: The training loss (e.g. cross-entropy with label smoothing).
+        weight_decay: The training's weight decay (the L2 term's factor).
+        settings: A `PanelSettings`.
+        landscape: Whether to compute the loss landscape for this model.
+        seed: Seeds the power iterations, the noise and the directions.
+        progress: `progress(stage, seconds)`, called as each analysis ends:
+            `"Fourier/variance"`, `"Hessian"` (both columns), `"noise"`,
+            `"distances"`, `"landscape"`.
+        landscape_rows: A CSV file that keeps the landscape's rows as they
+            are computed, so that an interrupted sweep resumes
+            (`loss_landscape`'s `rows_path`).
+
+    Returns:
+        A dict: `"accuracy"` (on `images`), `"images"` (their number: the
+        binomial errors of the claims), `"classes"` (the model's number of
+        classes: chance accuracy is its inverse), `"depth"` (`depth_statistics`),
+        `"hessian"` and `"hessian_clean"` (`hessian_spectrum`, the second
+        `None` without `clean`), `"noise"` (and `"noise_equal_energy"`)
+        (`noise_robustness`), `"distances"` (`attention_distance_by_depth`)
+        and `"landscape"` (`loss_landscape`, or `None`).
+    """
+    s = settings
+    logits = np.asarray(model.predict(images, batch_size=s.batch_size, verbose=0))
+    accuracy = float((logits.argmax(-1) == labels).mean())  # logits: (N, classes)
+
+    def timed(stage, compute):
+        started = time.perf_counter()
+        value = compute()
+        if progress is not None:
+            progress(stage, time.perf_counter() - started)
+        return value
+
+    result = {
+        "accuracy": accuracy,
+        "images": len(images),
+        "classes": int(logits.shape[-1]),
+        "depth": timed(
+            "Fourier/variance",
+            lambda: depth_statistics(model, images, batch_size=s.batch_size),
+        ),
+        **timed(
+            "Hessian",
+            lambda: _hessians(model, augmented, clean, loss, weight_decay, s, seed),
+        ),
+        **timed("noise", lambda: _noises(model, images, labels, s, seed)),
+        "distances": timed(
+            "distances",
+            lambda: attention_distance_by_depth(model, images, batch_size=s.batch_size),
+        ),
+        "landscape": None,
+    }
+    if landscape and s.landscape_points:
+        points = (-1.0, 1.0, int(s.landscape_points))
+        result["landscape"] = timed(
+            "landscape",
+            lambda: loss_landscape(
+                model,
+                _take(augmented, s.landscape_batches),
+                loss=loss,
+                weight_decay=weight_decay,
+                x=points,
+                y=points,
+                seed=seed,
+                verbose=0,
+                rows_path=landscape_rows,
+            ),
+        )
+    return result
+
+
+def _hessians(model, augmented, clean, loss, weight_decay, s, seed) -> dict:
+    """`"hessian"` (augmented batches, training loss + L2: the authors') and
+    `"hessian_clean"` (clean batches, hard labels, no L2; or `None`)."""
+    result = {
+        "hessian": hessian_spectrum(
+            model,
+            augmented,
+            loss=loss,
+            weight_decay=weight_decay,
+            l2=s.hessian_l2,
+            top_k=s.hessian_top_k,
+            num_batches=s.hessian_batches,
+            max_iterations=s.hessian_iterations,
+            seed=seed,
+            verbose=0,
+        ),
+        "hessian_clean": None,
+    }
+    if clean is not None and s.clean_hessian:
+        result["hessian_clean"] = hessian_spectrum(
+            model,
+            clean,
+            loss=keras.losses.CategoricalCrossentropy(from_logits=True),
+            top_k=s.hessian_top_k,
+            num_batches=s.hessian_batches,
+            max_iterations=s.hessian_iterations,
+            seed=seed,
+            verbose=0,
+        )
+    return result
+
+
+def _noises(model, images, labels, s, seed) -> dict:
+    """`"noise"` (the authors' sign noise per annulus) and
+    `"noise_equal_energy"` (the equal-energy alternative, or `None`)."""
+    result = {
+        "noise": noise_robustness(
+            model,
+            images,
+            labels,
+            protocol="authors",
+            epsilon=0.31 if s.noise_epsilon is None else s.noise_epsilon,
+            frequencies=authors_frequencies(s.noise_frequencies),
+            seed=seed,
+            batch_size=s.batch_size,
+            verbose=0,
+        ),
+        "noise_equal_energy": None,
+    }
+    if s.equal_energy_noise:
+        # A quarter of the norm of an image of ones, (H, W, C) values.
+        norm = 0.25 * float(np.sqrt(np.prod(images.shape[1:])))
+        result["noise_equal_energy"] = noise_robustness(
+            model,
+            images,
+            labels,
+            protocol="equal_energy",
+            bands=5,
+            norm=norm,
+            seed=seed,
+            batch_size=s.batch_size,
+            verbose=0,
+        )
+    return result
+
+
+def _take(batches: Iterable, count: int) -> list:
+    """The first `count` batches, as NumPy tuples (the landscape's data)."""
+    taken = []
+    for batch in batches:
+        if len(taken) == count:
+            break
+        taken.append(tuple(np.asarray(part) for part in batch))
+    return taken
