@@ -376,7 +376,7 @@ def test_a_directory_is_refused_in_one_sentence(tiny, tmp_path):
         load_weights(tiny, folder)
     assert str(info.value) == (
         f"{str(folder)!r} is a directory; `weights=` takes a checkpoint file "
-        "(.pth, .pth.tar, .pt, .npz, .safetensors, .keras or .weights.h5), e.g. "
+        "(.npz, .safetensors, .pth, .pth.tar, .pt, .keras or .weights.h5), e.g. "
         f"{str(folder / 'model.npz')!r}, or a known tag."
     )
     exported = tmp_path / "exported"
