@@ -84,6 +84,11 @@ def names() -> tuple[str, ...]:
     return tuple(_FAMILIES)
 
 
+def families() -> tuple[ModelFamily, ...]:
+    """The registered families, in registration order."""
+    return tuple(_FAMILIES.values())
+
+
 def named(name: str) -> ModelFamily:
     """The family called `name`.
 
@@ -103,7 +108,7 @@ def family_of(model: keras.Model) -> ModelFamily:
     Raises:
         LayoutError: no registered family built `model`.
     """
-    for family in _FAMILIES.values():
+    for family in families():
         if family.describes(model):
             return family
     raise LayoutError(

@@ -193,11 +193,10 @@ def adopt_preprocessing(model: keras.Model, preprocessing: Preprocessing) -> lis
 def _other_family(model):
     """The registered family of `model` when it loads weights its own way
     (`ModelFamily.load_weights`), else `None` (a ViT: the path below)."""
-    for name in model_family.names():
-        family = model_family.named(name)
-        if family.load_weights is not None and family.describes(model):
-            return family
-    return None
+    return next(
+        (f for f in model_family.families() if f.load_weights and f.describes(model)),
+        None,
+    )
 
 
 def _check_other_family_options(model, family, **given) -> None:

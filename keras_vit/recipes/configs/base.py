@@ -671,8 +671,12 @@ def shipped_configs(kind: type = None) -> list[str]:
     `kind` defaults to `TrainConfig`; `RunConfig` lists every config.
     """
     kind = kind or TrainConfig
-    names = sorted(_config_names())
-    return [name for name in names if _is_kind(_config_module(name).get_config(), kind)]
+    modules = _config_names()  # Listed once, not once per config.
+    return [
+        name
+        for name in sorted(modules)
+        if _is_kind(importlib.import_module(modules[name]).get_config(), kind)
+    ]
 
 
 def _module_names(package) -> list[str]:
