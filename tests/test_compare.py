@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 from keras_vit.parkkim import claims
+from keras_vit.parkkim import report
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIGURES = ("fourier", "variance", "hessian", "hessian_clean", "noise", "distance")
@@ -423,9 +424,7 @@ def test_a_panel_of_an_older_key_is_measured_again(tmp_path):
 
 
 def test_the_claims_table_keeps_its_columns():
-    from keras_vit.parkkim import compare
-
-    text = compare._claims_markdown(claims.claims(_holding()), _quick_config())
+    text = report._claims_markdown(claims.claims(_holding()), _quick_config())
     lines = [line for line in text.splitlines() if line.startswith("|")]
     assert len(lines) == 2 + len(claims.CLAIMS)
     for line in lines:  # "median |top eigenvalue|" escaped: four cells

@@ -66,29 +66,14 @@ import time
 
 from keras_vit import paths
 from keras_vit.models.options import EncoderOptions
+from keras_vit.parkkim import report
 from keras_vit.parkkim.config import AUTHORS_MODELS
+from keras_vit.parkkim.config import ROLES
+from keras_vit.parkkim.config import TITLES
 from keras_vit.parkkim.config import CompareConfig
 from keras_vit.recipes import cli
 from keras_vit.recipes.configs.base import TrainConfig
 from keras_vit.recipes.configs.base import shipped_configs
-
-# The role of each model in the paper's claims (keras_vit.parkkim.claims).
-ROLES = {
-    "vit": "vit",
-    "resnet": "resnet",
-    "preact_resnet": "preact_resnet",
-    "alternet": "alternet",
-    "authors_vit_ti": "vit",
-    "authors_resnet_50": "resnet",
-}
-TITLES = {
-    "vit": "ViT",
-    "resnet": "ResNet",
-    "preact_resnet": "PreActResNet",
-    "alternet": "AlterNet",
-    "authors_vit_ti": "ViT-Ti (authors')",
-    "authors_resnet_50": "ResNet-50 (authors')",
-}
 
 
 def run(
@@ -135,7 +120,7 @@ def run(
                 )
                 keras.utils.clear_session()  # Twenty models in one process.
         seconds = time.time() - started
-        summary = _summarise(config, panels, out, seconds, len(data["images"]))
+        summary = report.write(config, panels, out, seconds, len(data["images"]))
         _progress(
             f"claims, tables and figures written to {out}",
             time.time() - started - seconds,
@@ -182,7 +167,7 @@ def _run_one(config, name, seed, data, out, fresh, allow_changes) -> dict:
         _progress(f"{TITLES[name]} seed {seed}: panel kept ({path})")
         return panel
     started = time.perf_counter()
-    model, trained, stage = _model(config, name, seed, out, fresh, allow_changes)
+    model, trained, stage = _model(config, name, seed, data, out, fresh, allow_changes)
     _progress(f"{TITLES[name]} seed {seed}: {stage}", time.perf_counter() - started)
     # Keyed on the run as it is now (trained, or found finished).
     key = panel_key(config, name, seed, out)
@@ -312,7 +297,8 @@ def _plan(config: CompareConfig, data: dict, out: str, fresh: bool) -> None:
         if not todo:
             continue
         training |= name not in AUTHORS_MODELS and any(
-            not paths.exists(
+            shipped_run(config, name, s, out) is None
+            and not paths.exists(
                 os.path.join(out, "runs", f"{name}_seed{s}", "final.keras")
             )
             for s in todo
@@ -366,9 +352,15 @@ def _architecture(config: CompareConfig, name: str, num_classes: int, out: str):
         from keras_vit.parkkim import authors
 
         return authors.authors_model(name.removeprefix("authors_"))
+    return build_run_model(train_config(config, name, 0, out), num_classes)
+
+
+def build_run_model(run_config: TrainConfig, num_classes: int):
+    """The model a training run of `run_config` starts from, built afresh
+    (its initial weights; no `init_from`)."""
     from keras_vit.recipes import train
 
-    built = dataclasses.replace(train_config(config, name, 0, out), init_from=None)
+    built = dataclasses.replace(run_config, init_from=None)
     return train.build_model(built, num_classes, say=lambda *_: None)
 
 
@@ -390,7 +382,18 @@ def train_config(config: CompareConfig, name: str, seed: int, out: str):
     return TrainConfig(**fields)
 
 
-def _model(config, name, seed, out, fresh, allow_changes):
+def shipped_run(config: CompareConfig, name: str, seed: int, out: str):
+    """The demo checkpoint (`keras_vit.parkkim.demo.DemoRun`) that stands in
+    for this run's training, or `None` (`checkpoints="train"`, an authors'
+    model, or no shipped run of this recipe)."""
+    if config.checkpoints != "demo" or name in AUTHORS_MODELS:
+        return None
+    from keras_vit.parkkim import demo
+
+    return demo.find(train_config(config, name, seed, out))
+
+
+def _model(config, name, seed, data, out, fresh, allow_changes):
     """`(model, results of its training run or None, what was done)`."""
     import keras
 
@@ -401,10 +404,31 @@ def _model(config, name, seed, out, fresh, allow_changes):
         weights = getattr(config, name)
         model = authors.authors_model(kind, weights=weights)
         return model, None, "authors' weights loaded"
+    from keras_vit.parkkim import demo
     from keras_vit.recipes import common
     from keras_vit.recipes import train
 
     run_config = train_config(config, name, seed, out)
+    shipped = shipped_run(config, name, seed, out)
+    if shipped is not None:
+        model = build_run_model(run_config, data["train"].num_classes)
+        demo.load(model, shipped)
+        results = shipped.results
+        trained = {
+            "test": {
+                "accuracy": results["test_accuracy"],
+                "loss": results["test_loss"],
+            },
+            "seconds": results["train_seconds"],
+        }
+        return model, trained, f"demo checkpoint loaded ({shipped.file})"
+    if config.checkpoints == "demo":
+        differing = demo.differences(run_config)
+        _progress(
+            f"{TITLES[name]} seed {seed}: no demo checkpoint of this recipe"
+            + (f" (it differs in {', '.join(differing)})" if differing else "")
+            + "; training it"
+        )
     workdir = run_config.workdir
     try:
         result = train.run(run_config, fresh=fresh, allow_changes=allow_changes)
@@ -451,7 +475,7 @@ def _panel(config, name, seed, model, trained, data, out, key) -> dict:
         panel["train_seconds"] = trained.get("seconds")
     else:
         started = time.perf_counter()
-        panel["test_accuracy"] = _test_accuracy(model, data["test"], config, name)
+        panel["test_accuracy"], _ = test_metrics(model, data["test"], config, name)
         panel["train_seconds"] = None
         _progress(
             f"{TITLES[name]} seed {seed}: test accuracy", time.perf_counter() - started
@@ -461,27 +485,35 @@ def _panel(config, name, seed, model, trained, data, out, key) -> dict:
 
         stem = os.path.join(out, f"landscape_{name}_seed{seed}")
         landscapes.write_landscape_csv(panel["landscape"], f"{stem}.csv")
-    return _to_json(panel)
+    return report.to_json(panel)
 
 
-def _test_accuracy(model, source, config, name) -> float:
-    """Accuracy of a model that was not trained here, on the whole test split."""
+def test_metrics(model, source, config, name) -> tuple[float, float]:
+    """`(accuracy, loss)` of model `name` on the whole test split `source`;
+    the loss is the training's (cross-entropy with `label_smoothing`)."""
+    import keras
     import numpy as np
 
     from keras_vit import data as kdata
 
     convert = _to_model_range(name)
+    loss = keras.losses.CategoricalCrossentropy(
+        from_logits=True, label_smoothing=config.label_smoothing, reduction="sum"
+    )
     correct = total = 0
+    summed = 0.0
     for x, y in kdata.eval_dataset(
         source,
         image_size=config.image_size,
         global_batch_size=256,
         channels=config.channels,
     ):
-        logits = model.predict(convert(np.asarray(x)), verbose=0)
-        correct += int((logits.argmax(-1) == np.asarray(y).argmax(-1)).sum())
+        logits = model.predict(convert(np.asarray(x)), verbose=0)  # (B, classes)
+        targets = np.asarray(y)  # (B, classes), one-hot
+        correct += int((logits.argmax(-1) == targets.argmax(-1)).sum())
+        summed += float(loss(targets, logits))
         total += len(logits)
-    return correct / total
+    return correct / total, summed / total
 
 
 def panel_settings(config: CompareConfig, name: str):
@@ -506,7 +538,8 @@ def panel_key(config: CompareConfig, name: str, seed: int, out: str) -> dict:
     order (the analyses' test images); for the authors' models, which no run
     trains, the comparison's recipe (the augmentation and loss their
     analyses use) and their weights. `"run"`: a digest of the training run's
-    `results.json` (a retrained model is measured again). Anything else
+    `results.json` (a retrained model is measured again), or the sha256 of
+    the demo checkpoint analysed instead (`shipped_run`). Anything else
     changed, or a panel of an older key, is measured again.
     """
     from keras_vit.recipes.configs.base import RUN_ONLY_FIELDS
@@ -523,10 +556,13 @@ def panel_key(config: CompareConfig, name: str, seed: int, out: str) -> dict:
         training["data_seed"] = config.seed
     trained = os.path.join(out, "runs", f"{name}_seed{seed}", "results.json")
     digest = None
-    if paths.exists(trained):
+    shipped = shipped_run(config, name, seed, out)
+    if shipped is not None:  # Its weights, not a run here, were analysed.
+        digest = f"demo checkpoint {shipped.sha256}"
+    elif paths.exists(trained):
         with paths.open_file(trained, "rb") as f:
             digest = hashlib.sha256(f.read()).hexdigest()
-    return _to_json(
+    return report.to_json(
         {
             "analysis": analysis,
             "landscape": landscape,
@@ -573,197 +609,7 @@ def _landscape_rows(out: str, name: str, seed: int, key: dict) -> str:
     return rows
 
 
-# -- the comparison ------------------------------------------------------------
-def _summarise(
-    config: CompareConfig, panels: dict, out: str, seconds: float, images: int
-):
-    from keras_vit.parkkim import claims as verdicts
-
-    # One model per role (`check_roles`).
-    roles = {ROLES[name]: runs for name, runs in panels.items()}
-    claims = verdicts.claims(roles, images=images)
-    rows = [_row(name, runs) for name, runs in panels.items()]
-    claims_md = _claims_markdown(claims, config)
-    table_md = _table_markdown(rows, config, seconds)
-    figures = _figures(panels, out)
-    summary = {
-        "claims": claims,
-        "rows": rows,
-        "settings": _to_json(dataclasses.asdict(config)),
-        "seconds": seconds,
-        "panels": panels,
-    }
-    from keras_vit import atomic
-
-    atomic.write_text(os.path.join(out, "claims.md"), claims_md)
-    atomic.write_text(os.path.join(out, "table.md"), table_md)
-    atomic.write_json(os.path.join(out, "results.json"), _finite(summary))
-    _tensorboard(os.path.join(out, "tensorboard"), claims_md + "\n" + table_md, figures)
-    _say(config, "\n" + claims_md + "\n" + table_md)
-    return summary
-
-
-def _row(name: str, runs: list) -> dict:
-    import numpy as np
-
-    def stat(values):
-        values = np.asarray([v for v in values if v is not None], "float64")
-        if not values.size:
-            return None
-        sd = float(values.std(ddof=1)) if values.size > 1 else 0.0
-        return [float(values.mean()), sd, float(values.min()), float(values.max())]
-
-    top = [np.abs(np.asarray(r["hessian"]["eigenvalues"])[:, 0]) for r in runs]
-    clean = [
-        np.abs(np.asarray(r["hessian_clean"]["eigenvalues"])[:, 0])
-        for r in runs
-        if r.get("hessian_clean")
-    ]
-    return {
-        "model": name,
-        "parameters": runs[0]["parameters"],
-        "seeds": len(runs),
-        "test_accuracy": stat(r["test_accuracy"] for r in runs),
-        "hessian_median": stat(np.median(t) for t in top),
-        "hessian_clean_median": stat(np.median(c) for c in clean) if clean else None,
-        "hessian_loss": stat(r["hessian"]["mean_loss"] for r in runs),
-        "l2_max_curvature": stat(r["hessian"]["l2_max_curvature"] for r in runs),
-        "hessian_data_loss": stat(np.mean(r["hessian"]["data_loss"]) for r in runs),
-        "negative_share": stat(
-            (np.asarray(r["hessian"]["eigenvalues"]) < 0).mean() for r in runs
-        ),
-        "train_seconds": stat(r["train_seconds"] for r in runs),
-    }
-
-
-def _fmt(stat, scale=1.0, digits=3):
-    if stat is None:
-        return "–"
-    mean, sd = stat[0] * scale, stat[1] * scale
-    return f"{mean:.{digits}g} ± {sd:.2g}" if sd else f"{mean:.{digits}g}"
-
-
-def _claims_markdown(claims: list, config: CompareConfig) -> str:
-    lines = [
-        "| claim (Park & Kim 2022) | figure | here | verdict |",
-        "|---|---|---|---|",
-    ]
-    for row in claims:
-        cells = [row["claim"], row["figure"], row["evidence"], f"**{row['verdict']}**"]
-        # A "|" of the text ("median |top eigenvalue|") would end its cell.
-        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
-    authors = any(name in AUTHORS_MODELS for name in config.models)
-    note = (
-        f"\nDataset {config.dataset} at {config.image_size} px; {config.seeds} "
-        "seed(s) per trained model"
-        + (" (one run of each of the authors' models)" if authors else "")
-        + ". A claim about one model is reproduced when it holds for every seed, "
-        "one that compares two models when it holds for every pair of their "
-        'runs (each seed of one against each seed of the other); "mixed (k '
-        'of n ...)" counts them. The noise claim calls a difference within '
-        "the binomial standard error of the test images not distinguishable. "
-        "Protocols: the authors' (keras_vit.parkkim.claims).\n"
-    )
-    return "\n".join(lines) + "\n" + note
-
-
-def _table_markdown(rows: list, config: CompareConfig, seconds: float) -> str:
-    lines = [
-        "| model | parameters | test accuracy % | Hessian median top eigenvalue "
-        "(authors'; clean, no L2) | L2 term's largest curvature | loss at the "
-        "Hessian batches (data) | negative eigenvalues | training time |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
-    for row in rows:
-        lines.append(
-            f"| {TITLES[row['model']]} | {row['parameters']:,} | "
-            f"{_fmt(row['test_accuracy'], 100, 4)} | "
-            f"{_fmt(row['hessian_median'])}; {_fmt(row['hessian_clean_median'])} | "
-            f"{_fmt(row['l2_max_curvature'])} | "
-            f"{_fmt(row['hessian_loss'])} ({_fmt(row['hessian_data_loss'])}) | "
-            f"{_fmt(row['negative_share'], 100)} % | "
-            f"{_fmt(row['train_seconds'])} s |"
-        )
-    return (
-        "\n".join(lines)
-        + "\n\nMean ± sd over seeds. The L2 term (weight decay × the sum of "
-        "the weights' norms, the authors' ops/norm.py) adds up to its largest "
-        "curvature to an eigenvalue; a median near it is the L2 term's. "
-        f"Whole command: {seconds / 60:.1f} min.\n"
-    )
-
-
-def _figures(panels: dict, out: str) -> dict:
-    from keras_vit import atomic
-    from keras_vit.analysis import plotting
-    from keras_vit.parkkim import plotting as pc
-
-    titled = {TITLES[name]: runs for name, runs in panels.items()}
-    figures = {
-        "fourier": pc.plot_depth_comparison(
-            {k: [r["depth"] for r in v] for k, v in titled.items()}, "delta"
-        ),
-        "variance": pc.plot_depth_comparison(
-            {k: [r["depth"] for r in v] for k, v in titled.items()}, "variance"
-        ),
-        "hessian": pc.plot_hessian_density(
-            {k: [r["hessian"]["eigenvalues"] for r in v] for k, v in titled.items()},
-            protocol="authors",
-        ),
-        "noise": pc.plot_noise_comparison(
-            {k: [r["noise"] for r in v] for k, v in titled.items()}
-        ),
-        "distance": pc.plot_distance_comparison(
-            {k: [r["distances"] for r in v] for k, v in titled.items()}
-        ),
-    }
-    clean = {
-        k: [r["hessian_clean"]["eigenvalues"] for r in v]
-        for k, v in titled.items()
-        if all(r.get("hessian_clean") for r in v)
-    }
-    if clean:
-        figures["hessian_clean"] = pc.plot_hessian_density(clean, protocol="clean")
-    for name, runs in panels.items():
-        if runs[0].get("landscape") is not None:
-            figures[f"landscape_{name}"] = plotting.plot_loss_landscape(
-                _landscape_arrays(runs[0]["landscape"]), title=TITLES[name]
-            )
-    for stem, figure in figures.items():
-        path = os.path.join(out, f"{stem}.png")
-        atomic.atomic_write(path, lambda p, f=figure: plotting.save_figure(f, p))
-    return figures
-
-
-def _landscape_arrays(landscape: dict) -> dict:
-    import numpy as np
-
-    return {
-        k: np.asarray(v) if isinstance(v, list) else v for k, v in landscape.items()
-    }
-
-
-def _tensorboard(log_dir: str, text: str, figures: dict) -> None:
-    import numpy as np
-    import tensorflow as tf
-
-    from keras_vit.analysis.plotting import figure_to_array
-
-    writer = tf.summary.create_file_writer(os.path.join(log_dir, "comparison"))
-    with writer.as_default():
-        tf.summary.text("tables", text, step=0)
-        for stem, figure in figures.items():
-            image = figure_to_array(figure)[None].astype(np.uint8)
-            tf.summary.image(stem, image, step=0, description=figure.caption)
-    writer.flush()
-
-
 # -- small helpers -------------------------------------------------------------
-def _say(config: CompareConfig, message: str) -> None:
-    if config.verbose:
-        print(message, flush=True)  # noqa: T201
-
-
 def _progress(message: str, seconds: float | None = None) -> None:
     """One line of progress, always: `[compare] ViT seed 0: Hessian 3.2 s`."""
     timing = "" if seconds is None else f" {seconds:.1f} s"
@@ -773,33 +619,7 @@ def _progress(message: str, seconds: float | None = None) -> None:
 def _write_json(path: str, value) -> None:
     from keras_vit import atomic
 
-    atomic.write_json(path, _finite(value))
-
-
-def _to_json(value):
-    import numpy as np
-
-    if isinstance(value, dict):
-        return {str(k): _to_json(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_to_json(v) for v in value]
-    if isinstance(value, np.ndarray):
-        return _to_json(value.tolist())
-    if isinstance(value, np.generic):
-        return value.item()
-    return value
-
-
-def _finite(value):
-    import math
-
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_finite(v) for v in value]
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
+    atomic.write_json(path, report.finite(value))
 
 
 # -- command line --------------------------------------------------------------
@@ -812,6 +632,15 @@ def build_parser() -> cli.ArgumentParser:
     )
     cli.add_run_arguments(
         parser, shipped_configs(CompareConfig), "compare", kind=CompareConfig
+    )
+    parser.add_argument(
+        "--retrain",
+        dest="set",
+        action="append_const",
+        const="checkpoints='train'",
+        help="train every run, even those the shipped demo checkpoints stand "
+        "in for (the same as --set checkpoints=train; see "
+        "keras_vit.parkkim.demo)",
     )
     return parser
 

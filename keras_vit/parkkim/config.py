@@ -30,13 +30,31 @@ import dataclasses
 from keras_vit.parkkim.cnn.family import ALTERNET
 from keras_vit.parkkim.panel import PanelSettings
 from keras_vit.recipes.configs.base import TrainConfig
-from keras_vit.recipes.configs.base import _choice
-from keras_vit.recipes.configs.base import _positive_or_none
+from keras_vit.recipes.configs.base import one_of
+from keras_vit.recipes.configs.base import positive_or_none
 
 # The CNN families a comparison trains (keras_vit.parkkim.cnn.family).
 CNN_FAMILIES = ("resnet", "preact_resnet", "alternet")
 # The authors' published CIFAR-100 models `keras-vit compare` can analyse.
 AUTHORS_MODELS = ("authors_vit_ti", "authors_resnet_50")
+
+# The role of each model in the paper's claims (keras_vit.parkkim.claims).
+ROLES = {
+    "vit": "vit",
+    "resnet": "resnet",
+    "preact_resnet": "preact_resnet",
+    "alternet": "alternet",
+    "authors_vit_ti": "vit",
+    "authors_resnet_50": "resnet",
+}
+TITLES = {
+    "vit": "ViT",
+    "resnet": "ResNet",
+    "preact_resnet": "PreActResNet",
+    "alternet": "AlterNet",
+    "authors_vit_ti": "ViT-Ti (authors')",
+    "authors_resnet_50": "ResNet-50 (authors')",
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,6 +82,10 @@ class CompareConfig(TrainConfig):
     # download their published file into the Keras cache once.
     authors_vit_ti: str = "cifar100"
     authors_resnet_50: str = "cifar100"  # The same, for "authors_resnet_50".
+    # "demo": a run whose recipe is that of a shipped demo checkpoint
+    # (keras_vit.parkkim.demo; the `compare` config's runs) loads it instead
+    # of training; "train": every run is trained (`--retrain`).
+    checkpoints: str = "train"
 
     # -- the analyses --------------------------------------------------------
     # Every analysis setting, passed whole to each model's panel (see
@@ -85,6 +107,7 @@ class CompareConfig(TrainConfig):
             self.cnn_epochs is None or self.cnn_epochs >= 1 or "must be at least 1",
         )
         yield "cnn_variant", ALTERNET.check_variant(self.cnn_variant)
+        yield "checkpoints", one_of(self.checkpoints, ("demo", "train"))
         yield (
             "analysis",
             isinstance(self.analysis, PanelSettings)
@@ -107,5 +130,5 @@ class CompareConfig(TrainConfig):
             or "must be 0 (no landscape) or at least 2",
         )  # fmt: skip
         yield "analysis.landscape_seeds", a.landscape_seeds >= 0 or "must be >= 0"
-        yield "analysis.hessian_l2", _choice(a.hessian_l2, ("norm", "squared"))
-        yield "analysis.noise_epsilon", _positive_or_none(a.noise_epsilon)
+        yield "analysis.hessian_l2", one_of(a.hessian_l2, ("norm", "squared"))
+        yield "analysis.noise_epsilon", positive_or_none(a.noise_epsilon)

@@ -181,7 +181,7 @@ class RunConfig:
     def _checks(self):
         """Yields `(field, True or what is wrong)`."""
         yield "epochs", self.epochs >= 1 or "must be at least 1"
-        yield "steps_per_epoch", _positive_or_none(self.steps_per_epoch)
+        yield "steps_per_epoch", positive_or_none(self.steps_per_epoch)
         yield "global_batch_size", self.global_batch_size >= 1 or "must be positive"
         yield "image_size", _size_ok(self.image_size)
         yield "channels", self.channels >= 1 or "must be positive"
@@ -202,15 +202,15 @@ class RunConfig:
             self.encoder.pooling is not None
             or "pooling=None gives no image representation to train on",
         )
-        yield "optimizer", _choice(self.optimizer, OPTIMIZERS)
+        yield "optimizer", one_of(self.optimizer, OPTIMIZERS)
         yield "learning_rate", self.learning_rate > 0 or "must be positive"
         yield "end_learning_rate", self.end_learning_rate >= 0 or "must be >= 0"
-        yield "schedule", _choice(self.schedule, SCHEDULES)
+        yield "schedule", one_of(self.schedule, SCHEDULES)
         yield "warmup_steps", self.warmup_steps >= 0 or "must be >= 0"
         yield "weight_decay", self.weight_decay >= 0 or "must be >= 0"
         for name in ("beta_1", "beta_2", "momentum"):
             yield name, _within(getattr(self, name), 0, 1, high_open=True)
-        yield "global_clipnorm", _positive_or_none(self.global_clipnorm)
+        yield "global_clipnorm", positive_or_none(self.global_clipnorm)
         yield (
             "ema_momentum",
             (
@@ -218,11 +218,11 @@ class RunConfig:
                 or _within(self.ema_momentum, 0, 1, high_open=True)
             ),
         )
-        yield "strategy", _choice(self.strategy, STRATEGIES)
-        yield "mixed_precision", _choice(self.mixed_precision, PRECISIONS)
-        yield "jit_compile", _choice(self.jit_compile, (True, False, "auto"))
+        yield "strategy", one_of(self.strategy, STRATEGIES)
+        yield "mixed_precision", one_of(self.mixed_precision, PRECISIONS)
+        yield "jit_compile", one_of(self.jit_compile, (True, False, "auto"))
         yield "steps_per_execution", self.steps_per_execution >= 1 or "must be >= 1"
-        yield "verbose", _choice(self.verbose, (0, 1, 2))
+        yield "verbose", one_of(self.verbose, (0, 1, 2))
         yield (
             "tensorboard_update_freq",
             (
@@ -295,7 +295,7 @@ class TrainConfig(RunConfig):
     def _checks(self):
         yield from super()._checks()
         families = model_family.names()
-        yield "architecture", _choice(self.architecture, families)
+        yield "architecture", one_of(self.architecture, families)
         if self.architecture != "vit" and self.architecture in families:
             check = model_family.named(self.architecture).check_variant
             yield "variant", check(self.variant)
@@ -311,7 +311,7 @@ class TrainConfig(RunConfig):
                 or f"{', '.join(sorted(vit_only))}: ViT options; a CNN takes "
                 "only encoder.drop_path_rate",
             )
-        yield "eval_batch_size", _positive_or_none(self.eval_batch_size)
+        yield "eval_batch_size", positive_or_none(self.eval_batch_size)
         yield (
             "eval_crop_fraction",
             self.eval_crop_fraction is None
@@ -320,8 +320,8 @@ class TrainConfig(RunConfig):
         yield "mixup_alpha", self.mixup_alpha >= 0 or "must be >= 0"
         yield "cutmix_factor", _within(self.cutmix_factor, 0, 1)
         yield "label_smoothing", _within(self.label_smoothing, 0, 1, high_open=True)
-        yield "representation_size", _positive_or_none(self.representation_size)
-        yield "patch_size", _positive_or_none(self.patch_size)
+        yield "representation_size", positive_or_none(self.representation_size)
+        yield "patch_size", positive_or_none(self.patch_size)
         yield (
             "dynamic_image_pad",
             (
@@ -331,7 +331,7 @@ class TrainConfig(RunConfig):
             ),
         )
         yield "fewshot_examples", self.fewshot_examples >= 1 or "must be positive"
-        yield "lora_rank", _positive_or_none(self.lora_rank)
+        yield "lora_rank", positive_or_none(self.lora_rank)
         yield "lora_alpha", self.lora_alpha > 0 or "must be positive"
         yield (
             "lora_targets",
@@ -726,7 +726,9 @@ def parse_image_size(text: str) -> tuple[int, int]:
     return sides
 
 
-def _positive_or_none(value):
+def positive_or_none(value):
+    """`True` for `None` or a positive value, else what is wrong (a `_checks`
+    entry's verdict, as for every config class, the wing's included)."""
     return value is None or value > 0 or "must be positive (or None)"
 
 
@@ -740,7 +742,9 @@ def _within(value, low, high, *, low_open=False, high_open=False):
     )
 
 
-def _choice(value, choices):
+def one_of(value, choices):
+    """`True` if `value` is one of `choices` (and of its type), else what is
+    wrong (a `_checks` entry's verdict)."""
     # `True == 1`: compare types too, so that verbose=True is refused.
     if any(value == c and type(value) is type(c) for c in choices):
         return True
