@@ -5,30 +5,39 @@ handful of analyses: the Hessian spectrum of the training loss (MSAs
 flatten it), the Fourier amplitude of feature maps by depth (MSAs are
 low-pass filters, convolutions high-pass), feature-map variance, robustness
 to frequency-band noise, the loss landscape; and it builds AlterNet on them.
-This command trains each network with one recipe over several seeds, runs
-every analysis with the authors' protocol (`keras_vit.parkkim.claims`),
-and gives a verdict on each claim.
+This command trains each network with one recipe over several seeds (or
+loads its shipped demo checkpoint, below), runs every analysis with the
+authors' protocol (`keras_vit.parkkim.panel`) and gives a verdict on each
+claim (`keras_vit.parkkim.claims`).
 
 ```bash
-python -m recipes.compare                      # glyphs, 4 networks x 5 seeds
-python -m recipes.compare --config compare_quick   # a smoke test, minutes
-python -m recipes.compare --config compare_authors --set data_dir=~/tfds
-python -m recipes.compare --set seeds=3 --set "models=('vit', 'resnet')"
-python -m recipes.compare --set analysis.hessian_top_k=3 \\
+keras-vit compare                          # glyphs, 4 networks x 3 seeds
+keras-vit compare --retrain                # the same, every run trained here
+keras-vit compare --config compare_quick   # a smoke test, minutes
+keras-vit compare --config compare_authors --set data_dir=~/tfds
+keras-vit compare --set seeds=5 --set "models=('vit', 'resnet')"
+keras-vit compare --set analysis.hessian_top_k=3 \\
     --set analysis.landscape_points=0
 ```
 
-The default (`keras_vit/parkkim/configs/compare.py`) trains on `glyphs`, the offline
-dataset with real high frequencies, at 32 px: a patch-2 ViT (a 16x16 grid, as
-the authors' CIFAR ViT), the authors' post-activation ResNet, a
-pre-activation ResNet and AlterNet of the `mini` row. `compare_authors`
-analyses the authors' own trained CIFAR-100 models (their published files,
-`keras_vit.parkkim.authors`) on CIFAR-100 from TFDS, without training.
+The default (`keras_vit/parkkim/configs/compare.py`) compares, on `glyphs`
+(the offline dataset with real high frequencies, at 32 px), a ViT with 4x4
+patches and QK-norm, the authors' post-activation ResNet, a pre-activation
+ResNet and AlterNet of the `mini` row, at matched training loss. Its twelve
+training runs take longer than its analyses on a CPU, so they are shipped
+as demo checkpoints (`keras_vit.parkkim.demo`, made by `python -m
+keras_vit.parkkim.make_demo`): a run whose recipe is a shipped run's loads
+it (sha256 checked) instead of training; another recipe, model or seed
+trains, and `--retrain` (`checkpoints="train"`) trains every run.
+`compare_authors` analyses the authors' own trained CIFAR-100 models (their
+published files, `keras_vit.parkkim.authors`) on CIFAR-100 from TFDS,
+without training.
 
 The run directory (`runs/compare` unless `--set workdir=...`) holds:
 
-- `runs/<model>_seed<s>/`: each training run, a `recipes.train` run
-  directory (resumable, crash-safe, refused when finished);
+- `runs/<model>_seed<s>/`: each training run (none where a demo
+  checkpoint stands in), a `recipes.train` run directory (resumable,
+  crash-safe, refused when finished);
 - `panels/<model>_seed<s>.json`: each trained model's analyses, kept and
   reused while the run, the recipe and the analysis settings (`analysis`,
   a `keras_vit.parkkim.panel.PanelSettings`) are unchanged (`panel_key`);
@@ -36,9 +45,10 @@ The run directory (`runs/compare` unless `--set workdir=...`) holds:
   being computed (deleted once the panel is written);
 - `claims.md`, `table.md`, `results.json`: the verdict on each claim, the
   numbers per model, everything;
-- `fourier.png`, `variance.png`, `hessian.png`, `hessian_clean.png`,
-  `noise.png`, `distance.png`, `landscape_<model>.png` (and its `.csv`, the
-  authors' columns): the figures;
+- `fourier.png`, `variance.png`, `hessian.png`, `hessian_clean.png` (with
+  `analysis.clean_hessian`), `noise.png`, `distance.png`,
+  `landscape_<model>.png` (and its `.csv`, the authors' columns): the
+  figures;
 - `tensorboard/comparison`: the tables and figures.
 
 Before the long work the command prints its plan: for each model still to

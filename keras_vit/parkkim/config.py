@@ -108,11 +108,9 @@ class CompareConfig(TrainConfig):
         )
         yield "cnn_variant", ALTERNET.check_variant(self.cnn_variant)
         yield "checkpoints", one_of(self.checkpoints, ("demo", "train"))
-        yield (
-            "analysis",
-            isinstance(self.analysis, PanelSettings)
-            or "must be a keras_vit.parkkim.panel.PanelSettings",
-        )
+        if not isinstance(self.analysis, PanelSettings):
+            yield "analysis", "must be a keras_vit.parkkim.panel.PanelSettings"
+            return  # Its fields cannot be read.
         a = self.analysis
         for name in ("images", "hessian_batch_size", "hessian_top_k",
                      "hessian_iterations", "noise_frequencies",

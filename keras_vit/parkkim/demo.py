@@ -8,7 +8,7 @@ these checkpoints by default: a run whose recipe equals a shipped run's
 aside) loads the shipped weights instead of training; any other run (another
 recipe, model or seed) is trained as before, and `--retrain` trains them all.
 
-The files, in `keras_vit/parkkim/demo/`:
+The files, in `keras_vit/parkkim/demo_checkpoints/`:
 
 - `<model>_seed<s>.npz`: every weight of the model, keyed by its Keras
   variable path, stored in float16 (half the size of float32) and loaded into
@@ -48,7 +48,7 @@ import numpy as np
 from keras_vit import atomic
 
 # Where the shipped checkpoints are (package data).
-DIRECTORY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "demo")
+DIRECTORY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "demo_checkpoints")
 MANIFEST = "manifest.json"
 # The dtype the weights are stored in.
 STORED_DTYPE = "float16"

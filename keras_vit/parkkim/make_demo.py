@@ -142,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
         "--out",
         default=demo.DIRECTORY,
         help="the checkpoints' directory; default: the package's "
-        "keras_vit/parkkim/demo/",
+        "keras_vit/parkkim/demo_checkpoints/",
     )
     parser.add_argument(
         "--config",
