@@ -24,10 +24,13 @@ Recipe: four networks, three seeds each, trained with one recipe: AdamW
   the CNNs to about the loss the ViT reaches in 30 (a CNN trained 10
   epochs sits at 0.59 with label smoothing 0.1, which a ViT does not reach
   on a CPU budget).
-Every analysis uses the authors' protocol (keras_vit.parkkim.panel); every
-verdict states its regime (keras_vit.parkkim.claims). The measured time
-and results are in docs/parkkim.md ("ViT, ResNets and AlterNet side by
-side").
+The twelve runs ship as demo checkpoints (keras_vit.parkkim.demo, made by
+`python -m keras_vit.parkkim.make_demo`), which the command analyses
+instead of training them (`checkpoints="demo"`; `--retrain` trains).
+Every analysis uses the authors' protocol (keras_vit.parkkim.panel), with
+the authors' Hessian column only (`clean_hessian=False`); every verdict
+states its regime (keras_vit.parkkim.claims). The measured time and
+results are in docs/parkkim.md ("The default run").
 """
 
 from __future__ import annotations
