@@ -42,6 +42,7 @@ import hashlib
 import io
 import json
 import os
+import pathlib
 
 import numpy as np
 
@@ -181,12 +182,7 @@ def save(model, path: str) -> tuple[str, int]:
     buffer = io.BytesIO()
     np.savez(buffer, **arrays)  # Uncompressed: float weights hardly compress.
     data = buffer.getvalue()
-
-    def write(partial):
-        with open(partial, "wb") as f:
-            f.write(data)
-
-    atomic.atomic_write(path, write)
+    atomic.write_bytes(pathlib.Path(path), data, overwrite=True)
     return hashlib.sha256(data).hexdigest(), len(data)
 
 
