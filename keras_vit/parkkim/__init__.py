@@ -21,7 +21,11 @@ top of the core (`keras_vit.models`, `.layers`, `.weights`, `.data`,
   models side by side.
 - `compare.py`, `config.py`, `configs/`: `keras-vit compare` (registered as
   a command) and its `CompareConfig`; `plan.py`, what its analyses will
-  cost, measured before they run.
+  cost, measured before they run; `report.py`, what it writes.
+- `demo.py`: the trained checkpoints the default comparison analyses
+  (`demo_checkpoints/`), and `make_demo.py`, the script that makes them
+  (`python -m keras_vit.parkkim.make_demo`; like the command, imported only
+  when run).
 
 `import keras_vit` imports this wing, so every name above is registered
 before a config, a command or a saved `.keras` file asks for it.
@@ -43,6 +47,7 @@ from keras_vit.parkkim import claims
 from keras_vit.parkkim import cnn
 from keras_vit.parkkim import config
 from keras_vit.parkkim import configs
+from keras_vit.parkkim import demo
 from keras_vit.parkkim import glyphs
 from keras_vit.parkkim import layers
 from keras_vit.parkkim import panel
@@ -109,6 +114,7 @@ __all__ = [
     "cnn",
     "config",
     "configs",
+    "demo",
     "family",
     "glyphs",
     "layers",
