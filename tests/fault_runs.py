@@ -146,7 +146,12 @@ def install_from_environment() -> None:
 def _act(fault: Fault, args) -> None:
     if fault.action in ("SIGKILL", "SIGTERM", "SIGINT"):
         os.kill(os.getpid(), getattr(signal, fault.action))
-        time.sleep(0.01)  # SIGTERM/SIGINT: their handler raises here.
+        # SIGTERM/SIGINT: their handler raises in the main thread at its next
+        # bytecode; wait for it (up to 10 s) rather than let the run go on
+        # past the point the fault names on a loaded machine.
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            time.sleep(0.01)
     elif fault.action == "pause":
         with open(os.environ[READY_ENV], "w") as f:
             f.write(str(os.getpid()))
