@@ -390,6 +390,23 @@ def test_the_key_is_every_analysis_setting_and_the_runs_training_config(tmp_path
     assert key["run"] is None  # not trained yet
 
 
+def test_the_cnn_fields_change_the_cnns_runs_and_not_the_vits(tmp_path):
+    from keras_vit.parkkim import compare
+
+    config = _quick_config("cnn_epochs=3", "cnn_learning_rate=2e-4")
+    vit = compare.train_config(config, "vit", 1, str(tmp_path))
+    assert (vit.epochs, vit.learning_rate) == (config.epochs, config.learning_rate)
+    for name in ("resnet", "preact_resnet", "alternet"):
+        cnn = compare.train_config(config, name, 1, str(tmp_path))
+        assert (cnn.epochs, cnn.learning_rate) == (3, 2e-4)
+        assert cnn.warmup_steps == config.warmup_steps  # The rest is shared.
+    plain = compare.train_config(_quick_config(), "resnet", 1, str(tmp_path))
+    assert (plain.epochs, plain.learning_rate) == (config.epochs, config.learning_rate)
+    assert compare.panel_key(config, "resnet", 0, str(tmp_path)) != (
+        compare.panel_key(_quick_config("cnn_epochs=3"), "resnet", 0, str(tmp_path))
+    )  # A cached panel of another learning rate is not reused.
+
+
 def test_the_authors_models_panels_depend_on_every_setting(tmp_path):
     config = _quick_config("models=('authors_vit_ti',)")
     _keep(tmp_path, config, "authors_vit_ti")
@@ -636,6 +653,8 @@ def test_a_killed_comparison_finishes_with_the_same_results(quick, tmp_path):
     [
         ("models=('vit', 'cat')", "models=('vit', 'cat'): must be distinct names"),
         ("seeds=0", "seeds=0: must be at least 1"),
+        ("cnn_epochs=0", "cnn_epochs=0: must be at least 1"),
+        ("cnn_learning_rate=0.0", "cnn_learning_rate=0.0: must be positive"),
         ("cnn_variant=huge", "cnn_variant='huge': must be a row of alternet"),
         ("analysis.hessian_l2=cube", "analysis.hessian_l2='cube': must be one of"),
         ("analysis.hessian_top_k=0", "analysis.hessian_top_k=0: must be positive"),

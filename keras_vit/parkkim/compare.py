@@ -389,6 +389,8 @@ def train_config(config: CompareConfig, name: str, seed: int, out: str):
         fields["encoder"] = EncoderOptions(drop_path_rate=config.encoder.drop_path_rate)
         if config.cnn_epochs is not None:
             fields["epochs"] = config.cnn_epochs
+        if config.cnn_learning_rate is not None:
+            fields["learning_rate"] = config.cnn_learning_rate
     return TrainConfig(**fields)
 
 

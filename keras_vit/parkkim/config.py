@@ -78,6 +78,9 @@ class CompareConfig(TrainConfig):
     # Epochs of the CNNs' runs; None: `epochs`, as the ViT's. Fewer epochs
     # bring the CNNs to the ViT's training loss (the claims' matched-loss rule).
     cnn_epochs: int | None = None
+    # Peak learning rate of the CNNs' runs; None: `learning_rate`, as the
+    # ViT's. With `cnn_epochs`, what matches the CNNs' loss to the ViT's.
+    cnn_learning_rate: float | None = None
     # The authors' files for "authors_*" models: a path, or "cifar100" to
     # download their published file into the Keras cache once.
     authors_vit_ti: str = "cifar100"
@@ -105,6 +108,12 @@ class CompareConfig(TrainConfig):
         yield (
             "cnn_epochs",
             self.cnn_epochs is None or self.cnn_epochs >= 1 or "must be at least 1",
+        )
+        yield (
+            "cnn_learning_rate",
+            self.cnn_learning_rate is None
+            or self.cnn_learning_rate > 0
+            or "must be positive",
         )
         yield "cnn_variant", ALTERNET.check_variant(self.cnn_variant)
         yield "checkpoints", one_of(self.checkpoints, ("demo", "train"))
