@@ -148,36 +148,28 @@ _IMPORT = re.compile(
     r"|import keras_vit[\w.]*(?:, *keras_vit[\w.]*)*)",
     re.M,
 )
-_SCRIPT = re.compile(r"python -m (keras_vit(?:\.[A-Za-z_]\w*)+)")
 
 
-def _documented() -> tuple[list[str], list[str]]:
-    """The dotted names the documents use as attributes, and their import
-    lines. A name only ever run as `python -m keras_vit.x.y` is a script
-    (`_documented_scripts`), imported when run, not by `import keras_vit`."""
-    names, statements = set(), set()
+def _documented() -> tuple[list[str], list[str], list[str]]:
+    """The dotted names the documents use as attributes, their import lines,
+    and the scripts they run (`python -m keras_vit.x.y`: imported when run,
+    not by `import keras_vit`)."""
+    names, statements, scripts = set(), set(), set()
     for path in DOCUMENTS:
         text = path.read_text(encoding="utf-8")
-        names.update(
-            m.group() for m in _DOTTED.finditer(text)
-            if not text[: m.start()].endswith("-m ")
-        )  # fmt: skip
+        for m in _DOTTED.finditer(text):
+            run = text.endswith("-m ", 0, m.start())
+            (scripts if run else names).add(m.group())
         statements.update(" ".join(m.split()) for m in _IMPORT.findall(text))
-    return sorted(names), sorted(statements)
-
-
-def _documented_scripts() -> list[str]:
-    return sorted(
-        {m for path in DOCUMENTS for m in _SCRIPT.findall(path.read_text("utf-8"))}
-    )
+    return sorted(names), sorted(statements), sorted(scripts)
 
 
 def test_the_documentation_finds_names_and_import_lines():
-    names, statements = _documented()
+    names, statements, scripts = _documented()
     assert "keras_vit.models.DINOv2_S14" in names
     assert "keras_vit.export.export" in names
     assert "from keras_vit.export import export" in statements
-    assert "keras_vit.parkkim.make_demo" in _documented_scripts()
+    assert "keras_vit.parkkim.make_demo" in scripts
     assert "keras_vit.parkkim.make_demo" not in names
 
 
@@ -185,8 +177,7 @@ def test_every_documented_name_resolves_after_import_keras_vit():
     """Each `keras_vit.a.b.c` of README.md and docs/*.md is an attribute
     after a bare `import keras_vit`; each import line there runs; each
     `python -m keras_vit.x` there names a module `python -m` can run."""
-    names, statements = _documented()
-    scripts = _documented_scripts()
+    names, statements, scripts = _documented()
     checked = _python(
         f"""
         import importlib.util, json

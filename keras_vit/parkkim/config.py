@@ -109,12 +109,7 @@ class CompareConfig(TrainConfig):
             "cnn_epochs",
             self.cnn_epochs is None or self.cnn_epochs >= 1 or "must be at least 1",
         )
-        yield (
-            "cnn_learning_rate",
-            self.cnn_learning_rate is None
-            or self.cnn_learning_rate > 0
-            or "must be positive",
-        )
+        yield "cnn_learning_rate", positive_or_none(self.cnn_learning_rate)
         yield "cnn_variant", ALTERNET.check_variant(self.cnn_variant)
         yield "checkpoints", one_of(self.checkpoints, ("demo", "train"))
         if not isinstance(self.analysis, PanelSettings):
