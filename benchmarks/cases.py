@@ -104,6 +104,12 @@ def _scenario(task, variant, size, batch, precision, entries, warmup, iters):
 
 
 KV, TIMM, HUB = "keras_vit", "timm", "keras_hub"
+# Models of a keras_vit family (the benchmark's `variant` "<family>:<size>"):
+# the family, keras_vit's variant, timm's architecture and the image size.
+FAMILY_MODELS = {
+    "dinov3:S/16": ("dinov3", "S/16", "vit_small_patch16_dinov3", 256),
+    "eva02:S/14": ("eva02", "384x12x1024x6/14", "eva02_small_patch14_224", 224),
+}
 
 
 def quick_cases() -> list[Case]:
@@ -153,6 +159,10 @@ def side_by_side_cases() -> list[Case]:
     for precision in ("float32", "bfloat16"):
         entries = [(KV, "train"), (TIMM, "eager")]
         cases += _scenario("train", "S/16", 224, 32, precision, entries, 0, 3)
+    # The rotary families (DINOv3 any-size by default, as timm builds it).
+    for model, (_, _, _, size) in FAMILY_MODELS.items():
+        entries = [(KV, "predict"), (TIMM, "eager"), (TIMM, "compile+freeze")]
+        cases += _scenario("infer", model, size, 8, "float32", entries, 1, 5)
     return cases
 
 

@@ -38,11 +38,15 @@ SIZES = {
 
 
 def parse(variant: str) -> tuple[Size, int]:
-    """`"B/16"` -> (`SIZES["B"]`, 16).
+    """`"B/16"` -> (`SIZES["B"]`, 16). A family's model (`"dinov3:S/16"`,
+    `"eva02:S/14"`: see `cases.FAMILY_MODELS`) counts as its size: DINOv3's
+    rotary embeddings add no matrix products, and EVA-02-S's SwiGLU (three
+    384x1024 layers) costs what ViT-S's GELU MLP (two 384x1536) does.
 
     Raises:
         ValueError: For a name that is not `<size>/<patch>` with a known size.
     """
+    variant = variant.split(":")[-1]
     size, sep, patch = variant.partition("/")
     if not sep or size not in SIZES or not patch.isdigit():
         raise ValueError(

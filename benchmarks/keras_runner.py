@@ -28,6 +28,7 @@ import time  # noqa: E402
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
+from cases import FAMILY_MODELS  # noqa: E402
 from flops import parse  # noqa: E402
 from timing import peak_rss_mb  # noqa: E402
 from timing import time_calls  # noqa: E402
@@ -39,6 +40,14 @@ def build_keras_vit(case):
     import keras_vit
     from keras_vit import finetune
 
+    if case.variant in FAMILY_MODELS:  # a zoo family's model, its defaults
+        from keras_vit.models import zoo
+
+        family, variant, _, _ = FAMILY_MODELS[case.variant]
+        return zoo.named(family).build(
+            variant, image_size=case.image_size, num_classes=NUM_CLASSES,
+            include_top=True,
+        )  # fmt: skip
     model = keras_vit.ViT(
         case.variant,
         image_size=case.image_size,

@@ -20,6 +20,7 @@ import importlib.util
 import os
 
 import torch
+from cases import FAMILY_MODELS
 from timing import peak_rss_mb
 from timing import time_calls
 
@@ -65,6 +66,8 @@ def import_timm():
 
 
 def timm_name(variant: str, image_size: int) -> str:
+    if variant in FAMILY_MODELS:  # timm's architecture of a family's model
+        return FAMILY_MODELS[variant][2]
     size, patch = variant.split("/")
     return f"vit_{TIMM_NAMES[size]}_patch{patch}_{384 if image_size == 384 else 224}"
 

@@ -7,7 +7,11 @@ disk) must never leave a torn file where a reader expects a complete one.
 `save_weights`): the writer writes a hidden temporary file in the target's
 own directory (same file system, so the rename is atomic), flushes it to
 disk, renames it over the target and syncs the directory. A reader sees the
-old file or the new one, never a mix.
+old file or the new one, never a mix. The temporary file is named
+`.partial-<pid>@<host>-<name>`: a writer killed before its rename (SIGKILL)
+leaves it, and the next write of the same file removes it once no process
+of that pid runs on this host (never a live writer's, nor another host's on
+a shared file system).
 
 **A full disk** (`ENOSPC`, or `EDQUOT` over a quota) while a file is written
 raises `DiskFull`, an `OSError` whose message is one line naming the file,
@@ -21,24 +25,35 @@ variables' bytes, plus 2 KiB per variable and 1 MiB) and raises `DiskFull`
 before HDF5 writes anything; and a write that still fails (another process
 filled the disk meanwhile) is closed by `atomic_write` before it is removed.
 
-**Directories** (exports: `staging_dir`, `finish`, `move_into_place`,
-`write_bytes`): everything is first written into a hidden staging directory
-next to the target and renamed into place once complete. Staging
-directories are named
+**A read-only file system** (`EROFS`) or a folder one may not write in
+(`EACCES`, `EPERM`) raises `NotWritable`, one line too, with nothing left
+behind; `save_weights` and `check_writable` tell it before anything is
+written (a read-only file system is not reported as full, even when it has
+no space left).
+
+**Directories** (exports, `keras_vit.save_pretrained`: `staging_dir`,
+`finish`, `move_into_place`, `write_bytes`): everything is first written
+into a hidden staging directory next to the target and renamed into place
+once complete. Staging directories are named
 
     .<target>.partial-<pid>-<token>@<host>    (a new export being written)
     .<target>.old-<pid>-<token>@<host>        (a version being replaced)
 
 so that a later export can tell a staging directory left by a killed process
 (same host, process gone) from one a live export is still writing, and remove
-only the former. Their names are not numbers: TF Serving never loads them.
+only the former; a version a killed process had moved aside (`.old-`) is put
+back first if the target is missing. Replacing a directory never loses it:
+if the new one cannot be renamed into place, the old one is renamed back.
+Their names are not numbers: TF Serving never loads them.
 Permissions follow the umask: the staging directory is created with mode
 `0o777 & ~umask` (what `mkdir` gives), and before the rename every directory
 written inside it gets that mode and every file the same without the execute
 bits (`0o755`/`0o644` under umask 022, `0o700`/`0o600` under 077).
 
 **URLs** (`gs://bucket/run1/...`, any scheme `tf.io.gfile` has; see
-`keras_vit.paths`): an object store renames nothing atomically, syncs
+`keras_vit.paths`, whose `check` every target passes first: a scheme with
+no file system here, or `gs:/bucket` with a slash missing, is refused
+before anything is written): an object store renames nothing atomically, syncs
 nothing and locks nothing, but it writes one object whole or not at all.
 So a file for a URL is written complete in a local temporary folder
 (`tempfile`; a full local disk there raises `DiskFull` naming it), uploaded
@@ -87,6 +102,7 @@ logger = logging.getLogger("keras_vit.atomic")
 PARTIAL_PREFIX = ".partial-"
 
 _DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
+_NOT_WRITABLE = (errno.EROFS, errno.EACCES, errno.EPERM)
 
 
 class DiskFull(OSError):
@@ -142,6 +158,40 @@ class DiskFull(OSError):
         )
 
 
+class NotWritable(OSError):
+    """A write failed because its file system is read-only (`EROFS`) or
+    the folder may not be written in (`EACCES`, `EPERM`).
+
+    `str()` is one line: the reason and the file (for a read-only file
+    system, also its mount point). The error it replaces, if any, is its
+    `__cause__`.
+
+    Attributes:
+        path: The file that could not be written.
+        mount: The mount point of its file system (a local path), or `None`.
+
+    Example:
+
+    ```python
+    try:
+        atomic.write_json("/mnt/cdrom/results.json", {"accuracy": 0.98})
+    except atomic.NotWritable as error:
+        print(error)  # read-only file system: could not write ...
+    ```
+    """
+
+    def __init__(self, path: str, code: int = errno.EROFS):
+        super().__init__(code, os.strerror(code), path)
+        self.path = os.fspath(path)
+        self.mount = None if paths.is_url(self.path) else mount_point(self.path)
+
+    def __str__(self):
+        if self.errno == errno.EROFS:
+            where = f" ({self.mount} is mounted read-only)" if self.mount else ""
+            return f"read-only file system: could not write {self.path}{where}"
+        return f"permission denied: could not write {self.path} ({self.strerror})"
+
+
 def disk_full_code(error: BaseException) -> int | None:
     """`ENOSPC` or `EDQUOT` if `error` (or an error it wraps) is a full disk.
 
@@ -149,17 +199,80 @@ def disk_full_code(error: BaseException) -> int | None:
     only the message (h5py's, TensorFlow's: `errno = 28`, `No space left on
     device`).
     """
+    return _error_code(error, _DISK_FULL)
+
+
+def not_writable_code(error: BaseException) -> int | None:
+    """`EROFS`, `EACCES` or `EPERM` if `error` (or an error it wraps) is a
+    refused write: a read-only file system, or a folder one may not write
+    in (looked for as `disk_full_code` does)."""
+    return _error_code(error, _NOT_WRITABLE)
+
+
+def _error_code(error: BaseException, codes) -> int | None:
     seen = set()
     while error is not None and id(error) not in seen:
         seen.add(id(error))
-        if isinstance(error, OSError) and error.errno in _DISK_FULL:
+        if isinstance(error, OSError) and error.errno in codes:
             return error.errno
         text = str(error)
-        for code in _DISK_FULL:
+        for code in codes:
             if os.strerror(code) in text or f"errno = {code}," in text:
                 return code
         error = error.__cause__ or error.__context__
     return None
+
+
+def file_error_text(error: BaseException, path: str | None = None) -> str:
+    """One line for a failed write or read: what a command prints.
+
+    A full disk reads as `DiskFull` does, a read-only file system or a
+    refused folder as `NotWritable` does (whoever raised them: Keras, h5py,
+    TensorFlow); another `OSError` (or TensorFlow file-system error) as
+    `PATH: REASON`, its first line.
+
+    Args:
+        error: The error.
+        path: The file or folder written: named when `error` names none, or
+            names a temporary file or staging folder of it (which the
+            failed write removed).
+
+    Example:
+
+    ```python
+    try:
+        atomic.save_model(model, "out/vit.keras")
+    except OSError as error:
+        cli.fail(atomic.file_error_text(error, "out/vit.keras"), cli.EXIT_FAILED)
+    ```
+    """
+    if isinstance(error, DiskFull | NotWritable):
+        return str(error)
+    tf_errors = getattr(sys.modules.get("tensorflow"), "errors", None)
+    if tf_errors is not None and isinstance(error, tf_errors.OpError):
+        error = paths.as_os_error(error, path) if path else paths.as_os_error(error)
+    named = getattr(error, "filename", None) or path
+    if path is not None and _is_temporary(named):
+        named = path
+    code = disk_full_code(error)
+    if code is not None and named:
+        return str(DiskFull(named, code))
+    code = not_writable_code(error)
+    written = path is None or os.fspath(named).startswith(os.fspath(path))
+    if code is not None and named and written:  # Not a file being read.
+        return str(NotWritable(named, code))
+    reason = getattr(error, "strerror", None) or str(error).strip()
+    reason = (reason or type(error).__name__).splitlines()[0]
+    return f"{named}: {reason}" if named else reason
+
+
+def _is_temporary(path) -> bool:
+    """Whether `path` is in (or is) a temporary file or staging folder."""
+    parts = os.fspath(path).replace(os.sep, "/").split("/")
+    return any(
+        part.startswith(PARTIAL_PREFIX) or _STAGING_NAME.fullmatch(part)
+        for part in parts
+    )
 
 
 def mount_point(path: str) -> str:
@@ -186,38 +299,115 @@ def atomic_write(path: str, write, on_written=None) -> str:
 
     Returns:
         `path`. On any error (or interruption) the temporary file is removed
-        and `path` is left as it was.
+        and `path` is left as it was. Temporary files of this same `path`
+        left by killed writers (see the module docstring) are removed first.
 
     Raises:
         DiskFull: The file system is full or over quota (one-line message);
             `path` is left as it was.
+        NotWritable: The file system is read-only, or the folder may not be
+            written in (one-line message); `path` is left as it was.
+        keras_vit.paths.UnsupportedPath: `path` is a URL no file system
+            here takes, or one with a slash missing (`gs:/bucket/x`);
+            nothing is written.
     """
     path = os.fspath(path)
+    paths.check(path, "path")
     if paths.is_url(path):
         return _write_url(path, write, on_written)
     directory = os.path.dirname(os.path.abspath(path))
-    try:
-        os.makedirs(directory, exist_ok=True)
-    except OSError as error:
-        raise_if_disk_full(error, path)
-        raise
-    partial = os.path.join(
-        directory, f"{PARTIAL_PREFIX}{os.getpid()}-{os.path.basename(path)}"
-    )
-    try:
-        write(partial)
-        _fsync_file(partial)
-        if on_written is not None:
-            on_written(partial)
-        os.replace(partial, path)
-    except BaseException as error:
-        _close_hdf5(partial)
-        with contextlib.suppress(FileNotFoundError):
-            os.remove(partial)
-        raise_if_disk_full(error, path)
-        raise
+    with new_folders_removed_on_error(directory):
+        try:
+            os.makedirs(directory, exist_ok=True)
+        except OSError as error:
+            raise_if_disk_full(error, path)
+            raise_if_not_writable(error, path)
+            raise
+        name = os.path.basename(path)
+        remove_stale_partials(directory, name)
+        partial = os.path.join(directory, _partial_name(name))
+        try:
+            write(partial)
+            _fsync_file(partial)
+            if on_written is not None:
+                on_written(partial)
+            os.replace(partial, path)
+        except BaseException as error:
+            _close_hdf5(partial)
+            # Any error: on a read-only file system even a missing file's
+            # removal fails (EROFS), and must not hide the write's own error.
+            with contextlib.suppress(OSError):
+                os.remove(partial)
+            raise_if_disk_full(error, path)
+            raise_if_not_writable(error, path)
+            raise
     _fsync_dir(directory)
     return path
+
+
+@contextlib.contextmanager
+def new_folders_removed_on_error(folder):
+    """Within it, the folders that lead to local `folder` and are created
+    meanwhile are removed again, if empty, when it raises (or is
+    interrupted): a failed write leaves no empty folders behind.
+
+    Example:
+
+    ```python
+    with atomic.new_folders_removed_on_error("figures/run1"):
+        atomic.write_text("figures/run1/notes.txt", "hello")
+    ```
+    """
+    folder = os.path.abspath(os.fspath(folder))
+    first = folder
+    while not os.path.lexists(first):
+        parent = os.path.dirname(first)
+        if parent == first:
+            break
+        first = parent
+    created = None if first == folder else folder
+    try:
+        yield
+    except BaseException:
+        while created is not None and len(created) > len(first):
+            try:
+                os.rmdir(created)
+            except OSError:
+                break  # Not empty (another writer's), or already gone.
+            created = os.path.dirname(created)
+        raise
+
+
+def _partial_name(name: str) -> str:
+    """`.partial-<pid>@<host>-<name>`: this process's temporary file."""
+    return f"{PARTIAL_PREFIX}{os.getpid()}@{_host()}-{name}"
+
+
+def remove_stale_partials(directory: str, name: str) -> list[str]:
+    """Removes temporary files of `name` in `directory` that killed writers
+    left (see the module docstring); returns the names removed.
+
+    Only `.partial-<pid>@<host>-<name>` files of this host whose process is
+    gone are removed: a live writer's file, another host's (a shared file
+    system) and files of other names are left alone.
+    """
+    host, removed = _host(), []
+    prefix, suffix = PARTIAL_PREFIX, f"@{host}-{name}"
+    try:
+        entries = os.listdir(directory)
+    except OSError:
+        return removed
+    for entry in entries:
+        if not (entry.startswith(prefix) and entry.endswith(suffix)):
+            continue
+        pid = entry[len(prefix) : -len(suffix)]
+        if not pid.isdigit() or _process_exists(int(pid)):
+            continue
+        with contextlib.suppress(OSError):
+            os.remove(os.path.join(directory, entry))
+            removed.append(entry)
+            logger.info("Removed %s, left by a killed writer.", entry)
+    return removed
 
 
 def _write_url(url: str, write, on_written) -> str:
@@ -309,6 +499,9 @@ def save_weights(model, path: str, on_written=None) -> str:
         directory = tempfile.gettempdir()
     else:
         directory = os.path.dirname(os.path.abspath(path))
+    paths.check(path, "path")
+    if not paths.is_url(path):
+        check_writable(path)  # A read-only disk has no room either: say why.
     try:
         free = shutil.disk_usage(_existing(directory)).free
     except OSError:
@@ -317,6 +510,64 @@ def save_weights(model, path: str, on_written=None) -> str:
         staged = directory if paths.is_url(path) else None
         raise DiskFull(path, errno.ENOSPC, needed=needed, staged_at=staged)
     return atomic_write(path, model.save_weights, on_written)
+
+
+def check_output(path: str, what: str = "path", is_dir: bool = False) -> str:
+    """Returns `path` if a command may write there, checked before its work.
+
+    The check every output of the commands passes first: `paths.check` (a
+    URL's scheme needs a file system here; `gs:/bucket` with a slash
+    missing is refused, never made a local folder), then for a URL one
+    request to its store (offline, that fails at once), for a local path
+    `check_writable` (`is_dir`: `path` is a folder to write files in).
+
+    Raises:
+        keras_vit.paths.UnsupportedPath: one line (a `ValueError`).
+        OSError: the store cannot be reached, or `NotWritable`.
+
+    Example:
+
+    ```python
+    atomic.check_output("gs://my-bucket/fewshot.json", "--out")
+    ```
+    """
+    paths.check(path, what)
+    if paths.is_url(path):
+        paths.exists(path)
+    else:
+        check_writable(path, is_dir)
+    return path
+
+
+def check_writable(path: str, is_dir: bool = False) -> str:
+    """Returns local `path`, or raises `NotWritable` if it cannot be written:
+    the folder it goes in (or the nearest one that exists) is on a
+    read-only file system or may not be written in by this process.
+    `is_dir`: `path` is itself a folder to write files in.
+
+    For commands, to fail in one line before their work rather than after;
+    a URL is left to its first write. A full disk is not detected here.
+
+    Example:
+
+    ```python
+    atomic.check_writable("figures/filters.png")
+    ```
+    """
+    path = os.fspath(path)
+    if paths.is_url(path):
+        return path
+    folder = os.path.abspath(path)
+    folder = _existing(folder if is_dir else os.path.dirname(folder))
+    try:
+        read_only = bool(os.statvfs(folder).f_flag & os.ST_RDONLY)
+    except (OSError, AttributeError):  # No statvfs (Windows): ask access.
+        read_only = False
+    if read_only:
+        raise NotWritable(path, errno.EROFS)
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise NotWritable(path, errno.EACCES)
+    return path
 
 
 def weights_file_bytes(model, path: str) -> int:
@@ -363,6 +614,16 @@ def raise_if_disk_full(
     code = disk_full_code(error) if isinstance(error, Exception) else None
     if code is not None:
         raise DiskFull(path, code, staged_at=staged_at) from error
+
+
+def raise_if_not_writable(error: BaseException, path: str) -> None:
+    """Raises `NotWritable` for `path` (from `error`) if `error` is a write
+    refused by a read-only file system or the folder's permissions."""
+    if isinstance(error, NotWritable):
+        return
+    code = not_writable_code(error) if isinstance(error, Exception) else None
+    if code is not None:
+        raise NotWritable(path, code) from error
 
 
 def _close_hdf5(partial: str) -> None:
@@ -462,7 +723,12 @@ def staging_dir(path: pathlib.Path) -> pathlib.Path:
     Stale staging directories of killed exports in the same parent are
     removed first (see `remove_stale`). The new directory's mode is
     `0o777 & ~umask`.
+
+    Raises:
+        keras_vit.paths.UnsupportedPath: `path` has a URL's scheme with a
+            slash missing (`gs:/bucket/x`); nothing is created.
     """
+    paths.check(os.fspath(path), "path")
     path.parent.mkdir(parents=True, exist_ok=True)
     remove_stale(path.parent)
     return _make_staging(path, "partial")
@@ -525,7 +791,9 @@ def move_into_place(staging: pathlib.Path, path: pathlib.Path, overwrite: bool):
 
     Without an existing `path` this is one `rename`. Replacing an existing
     `path` moves it aside first and deletes it only once the new one is in
-    place; if the second rename fails, the old one is put back.
+    place; if the second rename fails (or is interrupted), the old one is
+    put back. A process killed between the two renames leaves the old one
+    in a `.old-` staging directory, which `remove_stale` puts back.
     """
     try:
         _move(staging, path, overwrite)
@@ -569,14 +837,18 @@ def _move(staging: pathlib.Path, path: pathlib.Path, overwrite: bool):
         os.replace(staging, path)  # Atomic for files.
         return
     retired = _make_staging(path, "old")
-    os.rename(path, retired / path.name)
     try:
+        os.rename(path, retired / path.name)
         os.rename(staging, path)
     except BaseException:
-        os.rename(retired / path.name, path)  # Put the previous export back.
+        # Put the previous version back. Should that fail too, `retired`
+        # keeps it, and the next `remove_stale` after this process ends
+        # puts it back: it is never deleted unless the new one is in place.
+        _restore(retired / path.name, path)
+        if not os.path.lexists(retired / path.name):
+            shutil.rmtree(retired, ignore_errors=True)
         raise
-    finally:
-        shutil.rmtree(retired, ignore_errors=True)
+    shutil.rmtree(retired, ignore_errors=True)
 
 
 def _make_staging(path: pathlib.Path, kind: str) -> pathlib.Path:

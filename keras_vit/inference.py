@@ -35,6 +35,8 @@ from PIL import Image
 
 from keras_vit import imagenet
 from keras_vit import paths
+from keras_vit import plugins
+from keras_vit._export import export
 from keras_vit.data.transforms import decode_image
 from keras_vit.data.transforms import normalize
 from keras_vit.data.transforms import resize_and_crop
@@ -129,6 +131,7 @@ def load_model(model_or_name):
     if name.endswith(".keras"):
         if not paths.isfile(name):
             raise FileNotFoundError(f"No model file at {name!r}")
+        plugins.load_plugins()  # A plug-in's model names its Keras classes.
         return keras.saving.load_model(name, compile=False)
 
     return from_pretrained(name)
@@ -429,6 +432,7 @@ def prepare(images, preprocessing, image_size, pixels: bool, channels: int = 3):
     return inputs
 
 
+@export("keras_vit.predict")
 def predict(model_or_name, images, *, top_k=5, class_names=None, batch_size=32):
     """Classifies images with a keras_vit classifier: each image's top-k.
 
@@ -535,20 +539,3 @@ def predict(model_or_name, images, *, top_k=5, class_names=None, batch_size=32):
                 ]
             )
     return results
-
-
-__all__ = [
-    "ImageInputError",
-    "MissingImageError",
-    "Prediction",
-    "check_classifier",
-    "check_images",
-    "class_names_of",
-    "image_size_of",
-    "load_model",
-    "output_activation",
-    "predict",
-    "prepare",
-    "takes_pixels",
-    "to_probabilities",
-]

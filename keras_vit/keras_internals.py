@@ -10,8 +10,10 @@ changes the assumption.
   `.../layers/<key>/vars` whose `name` attribute is the layer name, the
   variables numbered `"0"`, `"1"`, ... in `save_own_variables` order, and
   the variables of a sublayer in a nested group named after the attribute
-  that holds it. `read_saved_layers` reads it without building a model, so
-  that a file can be checked against a model before anything is assigned.
+  that holds it, every group and dataset by one plain (hard) link.
+  `read_saved_layers` reads that structure without building a model or
+  reading any array, so that each dataset can be checked against a model
+  before its data is read and before anything is assigned.
 - The optimizer's clipping step (`ClipGradientsHook`): `apply_gradients`
   calls `self._clip_gradients(grads)` once per update, in each replica's
   context under a TensorFlow distribution strategy, before the replicas'
@@ -65,8 +67,49 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 
+import h5py
 import keras
+import ml_dtypes
 import numpy as np
+from keras.src.backend.common import global_state
+
+# Keras nests one group per sublayer (keras_vit models are a few levels
+# deep); a deeper file is refused rather than walked, so that a hand-made
+# file nesting thousands of groups cannot exhaust Python's stack.
+_MAX_GROUP_DEPTH = 64
+# The attributes read (a layer's name, a variable's dtype) are short
+# strings; their declared size is checked before h5py allocates them.
+_MAX_ATTRIBUTE_BYTES = 1 << 16
+
+
+class StoredLayoutError(ValueError):
+    """A weights file whose structure is not what Keras writes.
+
+    Raised for a soft, external or user-defined link (Keras writes plain
+    hard links only; none is followed), a group reachable twice (a cycle),
+    nesting deeper than `_MAX_GROUP_DEPTH` groups, or a `vars` group whose
+    entries are not the datasets `"0"`, `"1"`, ... . The message names the
+    path in the file.
+    """
+
+
+@dataclasses.dataclass(frozen=True)
+class StoredArray:
+    """One saved variable: its dataset, found but not read.
+
+    Attributes:
+        path: The dataset's path in the file, e.g. `"/layers/dense/vars/0"`.
+        dataset: The open `h5py.Dataset`, usable while the file is open;
+            none of its data has been read (the caller checks its shape and
+            storage first: `keras_vit.weights.formats.keras_h5`).
+        dtype: The variable's dtype: the dataset's, or bfloat16 for the
+            2-byte opaque data Keras writes for a bfloat16 variable (marked
+            by the attribute `dtype="bfloat16"`).
+    """
+
+    path: str
+    dataset: object
+    dtype: np.dtype
 
 
 @dataclasses.dataclass
@@ -75,17 +118,21 @@ class SavedLayer:
 
     Attributes:
         name: The layer name (the `name` attribute of its `vars` group).
-        values: Its own variables, in `save_own_variables` order.
+        values: Its own variables, in `save_own_variables` order, unread.
         children: `{attribute name: SavedLayer}` for each saved sublayer.
     """
 
     name: str
-    values: list[np.ndarray]
+    values: list[StoredArray]
     children: dict[str, SavedLayer]
 
 
 def read_saved_layers(store) -> dict[str, list[SavedLayer]]:
     """Maps each saved layer's name to what was saved for it, at any depth.
+
+    Only the file's structure and the layers' names are read; each variable
+    is a `StoredArray` whose data the caller reads once it has checked the
+    dataset. Links are inspected without being followed.
 
     Args:
         store: An open `h5py.File` (or group) of a Keras weights file.
@@ -93,41 +140,196 @@ def read_saved_layers(store) -> dict[str, list[SavedLayer]]:
     Returns:
         `{layer name: [SavedLayer, ...]}`; a name saved more than once (two
         nested models with a layer of the same name) has several entries.
+
+    Raises:
+        StoredLayoutError: see its docstring; nothing has been read then.
+
+    Example:
+
+    ```python
+    with h5py.File("model.weights.h5", "r") as store:
+        saved = read_saved_layers(store)
+        saved["head"][0].values[0].dataset.shape  # (768, 1000)
+    ```
     """
     found: dict[str, list[SavedLayer]] = {}
+    walked, named = set(), set()  # groups reached, by the walk and by layers
 
-    def visit(group):
-        for key, child in group.items():
-            if not hasattr(child, "items"):
+    def visit(group, path, depth):
+        for key, where, kind in _members(group, path, walked, depth):
+            if kind is not h5py.Group:
                 continue
+            child = group[key]
             if key == "layers":
-                for layer_group in child.values():
-                    vars_group = layer_group.get("vars")
-                    if vars_group is not None and "name" in vars_group.attrs:
-                        name = vars_group.attrs["name"]
-                        name = name.decode() if isinstance(name, bytes) else str(name)
+                for layer_key, layer_path, layer_kind in _members(
+                    child, where, walked, depth + 1
+                ):
+                    if layer_kind is not h5py.Group:
+                        continue
+                    layer_group = child[layer_key]
+                    name = _layer_name(layer_group, layer_path)
+                    if name is not None:
                         found.setdefault(name, []).append(
-                            _saved_layer(name, layer_group)
+                            _saved_layer(name, layer_group, layer_path, named, depth)
                         )
-                    visit(layer_group)
+                    visit(layer_group, layer_path, depth + 2)
             elif key not in ("vars", "optimizer"):
-                visit(child)
+                visit(child, where, depth + 1)
 
-    visit(store)
+    visit(store, store.name, 0)
     return found
 
 
-def _saved_layer(name: str, group) -> SavedLayer:
-    vars_group = group.get("vars")
-    values = []
-    if vars_group is not None:
-        values = [np.asarray(vars_group[str(i)]) for i in range(len(vars_group))]
-    children = {
-        key: _saved_layer(key, child)
-        for key, child in group.items()
-        if key not in ("vars", "layers") and hasattr(child, "items")
-    }
+def stored_datasets(store):
+    """Every dataset of a Keras weights file, wherever it sits, unread.
+
+    The whole file is walked (with a list, not recursion), every link
+    inspected before it is followed, as `read_saved_layers` does: what
+    Keras's loader might read is a subset of this. The datasets are
+    yielded one at a time, so that a file of many need not be held open.
+
+    Args:
+        store: An open `h5py.File`.
+
+    Yields:
+        A `StoredArray` for each dataset.
+
+    Raises:
+        StoredLayoutError: see its docstring; nothing has been read then.
+
+    Example:
+
+    ```python
+    with h5py.File("model.weights.h5", "r") as store:
+        sizes = [a.dataset.shape for a in stored_datasets(store)]
+    ```
+    """
+    seen, pending = set(), [(store, store.name, 0)]
+    while pending:
+        group, path, depth = pending.pop()
+        for key, where, kind in _members(group, path, seen, depth):
+            if kind is h5py.Group:
+                pending.append((group[key], where, depth + 1))
+            elif kind is h5py.Dataset:
+                dataset = group[key]
+                yield StoredArray(where, dataset, _saved_dtype(dataset, where))
+
+
+def _members(group, path: str, seen: set, depth: int) -> list[tuple[str, str, type]]:
+    """`(key, path, h5py class)` of each member of `group`, links checked.
+
+    Each link's kind is read without following it (a soft or external link
+    could lead anywhere, even to a FIFO that blocks the open); only the
+    object behind a hard link is looked at, and only its class.
+    """
+    if depth > _MAX_GROUP_DEPTH:
+        raise StoredLayoutError(
+            f"'{path}' is nested {depth} groups deep; Keras files nest a few "
+            "levels (one per sublayer)"
+        )
+    if group.id in seen:  # h5py compares object identities (file, address)
+        raise StoredLayoutError(
+            f"the group '{path}' is reached twice (it is linked into itself or "
+            "into two places); Keras links each group once"
+        )
+    seen.add(group.id)
+    members = []
+    for key in group.keys():  # the link names only: nothing is followed
+        where = f"{path.rstrip('/')}/{key}"
+        link = group.get(key, getlink=True)
+        if not isinstance(link, h5py.HardLink):
+            raise StoredLayoutError(f"'{where}' is {_link_text(link)}")
+        members.append((key, where, group.get(key, getclass=True)))
+    return members
+
+
+def _link_text(link) -> str:
+
+    if isinstance(link, h5py.ExternalLink):
+        return f"an external link (to '{link.path}' in the file {link.filename!r})"
+    if isinstance(link, h5py.SoftLink):
+        return f"a soft link (to '{link.path}')"
+    return "a user-defined link"
+
+
+def _layer_name(layer_group, path: str) -> str | None:
+    """The `name` attribute of a layer group's `vars` group, or `None`.
+
+    Its declared size is checked before it is read.
+    """
+    if "vars" not in layer_group:  # looks the link up; follows nothing
+        return None
+    link = layer_group.get("vars", getlink=True)
+    if not isinstance(link, h5py.HardLink):
+        raise StoredLayoutError(f"'{path}/vars' is {_link_text(link)}")
+    if layer_group.get("vars", getclass=True) is not h5py.Group:
+        return None
+    vars_group = layer_group["vars"]
+    if "name" not in vars_group.attrs:
+        return None
+    name = _small_attribute(vars_group, "name", f"{path}/vars")
+    return name.decode(errors="replace") if isinstance(name, bytes) else str(name)
+
+
+def _saved_layer(name: str, group, path: str, seen: set, depth: int) -> SavedLayer:
+
+    values, children = [], {}
+    for key, where, kind in _members(group, path, seen, depth):
+        if kind is not h5py.Group or key == "layers":
+            continue
+        if key == "vars":
+            values = _stored_arrays(group[key], where, seen, depth + 1)
+        else:
+            children[key] = _saved_layer(key, group[key], where, seen, depth + 1)
     return SavedLayer(name, values, children)
+
+
+def _stored_arrays(vars_group, path: str, seen: set, depth: int) -> list[StoredArray]:
+    """The datasets `"0"`, `"1"`, ... of a `vars` group, in that order."""
+    members = _members(vars_group, path, seen, depth)
+    keys = sorted(key for key, _, _ in members)
+    expected = sorted(str(i) for i in range(len(members)))
+    if keys != expected or any(kind is not h5py.Dataset for _, _, kind in members):
+        shown = [
+            (key, getattr(kind, "__name__", str(kind))) for key, _, kind in members
+        ]
+        raise StoredLayoutError(
+            f"'{path}' holds {shown[:8]}; Keras stores a layer's variables as "
+            "the datasets '0', '1', ..."
+        )
+    arrays = []
+    for i in range(len(members)):
+        dataset = vars_group[str(i)]
+        where = f"{path}/{i}"
+        arrays.append(StoredArray(where, dataset, _saved_dtype(dataset, where)))
+    return arrays
+
+
+def _saved_dtype(dataset, path: str) -> np.dtype:
+    """The dataset's dtype, or bfloat16 where Keras marked it so.
+
+    Keras writes a bfloat16 variable as 2-byte opaque data and sets the
+    dataset's attribute `dtype` to `"bfloat16"` (`H5IOStore.__setitem__`).
+    """
+    dtype = dataset.dtype
+    if dtype.kind != "V" or dtype.itemsize != 2 or "dtype" not in dataset.attrs:
+        return dtype
+    if _small_attribute(dataset, "dtype", path) in ("bfloat16", b"bfloat16"):
+        return np.dtype(ml_dtypes.bfloat16)
+    return dtype
+
+
+def _small_attribute(obj, name: str, path: str):
+    """An attribute holding one short string, its declared size checked first
+    (h5py allocates an attribute's whole declared size to read it)."""
+    attribute = obj.attrs.get_id(name)
+    size = attribute.get_storage_size()
+    if attribute.shape != () or size > _MAX_ATTRIBUTE_BYTES:
+        raise StoredLayoutError(
+            f"the attribute {name!r} of '{path}' has shape {attribute.shape} and "
+            f"{size} bytes; Keras stores one short string"
+        )
+    return obj.attrs[name]
 
 
 def own_variables(layer: keras.layers.Layer) -> list[keras.Variable]:
@@ -255,8 +457,6 @@ def deferred_variables() -> list:
     Returns:
         A new list of those variables (empty when there are none).
     """
-    from keras.src.backend.common import global_state
-
     return list(global_state.get_global_attribute(_DEFERRED) or [])
 
 
@@ -266,8 +466,6 @@ def set_deferred_variables(variables: list) -> None:
     `set_deferred_variables([])` forgets them (they stay unallocated for
     good); restoring an earlier `deferred_variables()` puts them back.
     """
-    from keras.src.backend.common import global_state
-
     global_state.set_global_attribute(_DEFERRED, list(variables))
 
 

@@ -11,7 +11,11 @@ TensorFlow is imported only when a URL is used.
 
 A URL whose scheme TensorFlow has no file system for (`s3://` without its
 plugin, `http://`) is refused by `check` in one line, before anything is
-written; nothing ever turns a URL into a local folder (`./gs:/bucket`).
+written; nothing ever turns a URL into a local folder (`./gs:/bucket`). A
+path that starts like a URL with a slash missing (`gs:/bucket/run`) is
+refused too, naming the URL it probably means: it would otherwise be a
+local folder named `gs:`. (A local folder of that name is written
+`./gs:/bucket/run`.)
 Errors of TensorFlow's file systems come out as `OSError`s (`strerror` one
 line, `filename` the path): `FileNotFoundError`, `FileExistsError`,
 `PermissionError`, or `OSError` with `EIO`.
@@ -51,6 +55,8 @@ from typing import NamedTuple
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*)://")
 # Schemes that are never a file system one can write to.
 _WEB = ("http", "https", "ftp")
+# `gs:/bucket/run` or `gs:`: a URL with a slash missing, as a first component.
+_SLASH_MISSING = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*):(?:/(?!/)|$)(.*)$", re.S)
 
 
 class UnsupportedPath(ValueError):
@@ -97,15 +103,26 @@ def check(path, what: str = "path"):
     `https://`) never do. Call it before writing anything, so that a run
     refused here leaves no trace.
 
+    A local path whose first component is a scheme and a colon
+    (`gs:/bucket/run`, `ram:`) is refused: it is a URL with a slash
+    missing, and would otherwise create a local folder named `gs:`. The
+    error names the URL meant (`gs://bucket/run`) and how to spell such a
+    local folder (`./gs:/bucket/run`).
+
     Args:
         path: A local path or a URL.
         what: What the path is, for the message (e.g. `"workdir"`).
 
     Raises:
-        UnsupportedPath: one line naming the path and the schemes that work.
+        UnsupportedPath: one line naming the path and the schemes that work,
+            or the URL a path with a slash missing means.
     """
     kind = scheme(path) if path is not None else None
-    if kind is None or kind == "file":
+    if kind is None:
+        if path is not None:
+            _refuse_slash_missing(os.fspath(path), what)
+        return path
+    if kind == "file":
         return path
     known = _registered_schemes(path)
     if kind in _WEB or kind not in known:
@@ -126,6 +143,20 @@ def check(path, what: str = "path"):
             f"{', ' + usable if usable else ''}){plugin}"
         )
     return path
+
+
+def _refuse_slash_missing(path: str, what: str) -> None:
+    """Raises `UnsupportedPath` for `gs:/bucket/run` (see `check`)."""
+    match = _SLASH_MISSING.match(path)
+    if match is None:
+        return
+    kind, rest = match.group(1), match.group(2)
+    meant = f"{kind}:///{rest}" if kind.lower() == "file" else f"{kind}://{rest}"
+    raise UnsupportedPath(
+        f"{what}={path!r} is a URL with a slash missing, not a local path: did "
+        f"you mean {meant!r}? (a local folder of that name is written "
+        f"{'./' + path!r})"
+    )
 
 
 def _registered_schemes(path) -> set[str]:

@@ -28,28 +28,36 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import pathlib
 import shutil
 import tempfile
 
 import keras
 import numpy as np
 
+from keras_vit import atomic
+from keras_vit import paths
+from keras_vit._export import export
 from keras_vit.interop.keras_hub import from_keras_hub
 from keras_vit.interop.keras_hub import load_preset
 from keras_vit.models import layout as names
+from keras_vit.models import zoo
 from keras_vit.models.layout import ViTLayout
-from keras_vit.models.options import FAMILIES
 from keras_vit.models.options import EncoderOptions
 from keras_vit.models.preprocessing import preprocessing_of
 from keras_vit.models.variants import parse_variant
 from keras_vit.models.vit import ViT
 from keras_vit.version import __version__
 from keras_vit.weights import hub
+from keras_vit.weights import keys
 from keras_vit.weights import sources
 from keras_vit.weights.blueprint import blueprint
+from keras_vit.weights.blueprint import config_options
 from keras_vit.weights.blueprint import num_heads_of
 from keras_vit.weights.checkpoint import from_model
 from keras_vit.weights.checkpoint import from_source
+from keras_vit.weights.dialects.timm_args import eva_args
+from keras_vit.weights.dialects.timm_args import needs_eva
 from keras_vit.weights.dialects.timm_writer import to_timm
 from keras_vit.weights.formats.safetensors import write_safetensors
 from keras_vit.weights.loader import load_weights
@@ -61,6 +69,7 @@ MODEL_CARD = "README.md"
 _OVERRIDES = ("num_classes", "image_size", "include_top")
 
 
+@export("keras_vit.from_pretrained")
 def from_pretrained(
     name: str,
     *,
@@ -132,7 +141,7 @@ def from_pretrained(
         heads = int(parse_variant(entry.variant).variant.num_heads)
     else:
         heads = num_heads_of(source.kind, config, _hidden_dim(source))
-    checkpoint = from_source(source, heads)
+    checkpoint = from_source(source, _with_pool_heads(heads, source, config))
     plan = blueprint(source.kind, config, checkpoint.params, name, num_heads=heads)
     arguments = plan.arguments()
     if source.kind == "keras_vit":
@@ -141,7 +150,7 @@ def from_pretrained(
         # The family's options the keys do not record (e.g. GELU form).
         arguments["options"] = dataclasses.replace(
             arguments["options"],
-            gelu_approximate=FAMILIES[entry.family].options.gelu_approximate,
+            gelu_approximate=zoo.named(entry.family).options.gelu_approximate,
         )
     given = {
         "num_classes": num_classes,
@@ -171,6 +180,19 @@ def from_pretrained(
     return model
 
 
+def _with_pool_heads(heads, source, config):
+    """`heads`, or `{pool: its heads, None: heads}` for a checkpoint whose
+    attention pool has heads of its own (PE's 8), as its entry or its timm
+    architecture's family says."""
+    options = source.entry.options if source.entry is not None else None
+    if options is None:
+        options = config_options(source.kind, config)
+    pool = None if options is None else options.map_heads
+    if pool is None or heads is None or pool == heads:
+        return heads
+    return {None: heads, keys.MAP_ATTENTION: pool}
+
+
 def _hidden_dim(source) -> int | None:
     args = source.config.get("model_args") or {}
     return args.get("embed_dim") or source.config.get("hidden_size")
@@ -181,8 +203,18 @@ def _saved_arguments(ours: dict) -> dict:
     return dict(
         options=EncoderOptions(**ours["options"]),
         image_size=tuple(ours["image_size"]),
+        dynamic_image_size=bool(ours.get("dynamic_image_size", False)),
+        position_resample=ours.get("position_resample") or "bilinear",
         name=ours.get("name") or "vit",
     )
+
+
+def _position_resample(layout) -> str | None:
+    """How a dynamic model resamples its position table per input, or `None`
+    (a fixed size, or no table)."""
+    if not layout.dynamic or not layout.has(names.POSEMB):
+        return None
+    return layout.position_embedding.get_config()["resample_method"]
 
 
 def _from_keras_hub(source, num_classes, image_size, include_top, kwargs):
@@ -202,6 +234,7 @@ def _from_keras_hub(source, num_classes, image_size, include_top, kwargs):
 _TIMM_POOL = {"token": "token", "gap": "avg", "map": "map"}
 
 
+@export("keras_vit.save_pretrained")
 def save_pretrained(
     model: keras.Model,
     folder: str | os.PathLike,
@@ -224,12 +257,28 @@ def save_pretrained(
     - `README.md`: a model card (architecture, source checkpoint, licence,
       preprocessing, the recipe and metrics when given).
 
-    The folder is written whole or not at all (a temporary folder renamed
-    into place).
+    The folder is written whole or not at all: into a hidden staging folder
+    next to it (`.<name>.partial-<pid>-<token>@<host>`), renamed into place
+    once complete. Replacing a folder (`overwrite=True`) moves the old one
+    aside and deletes it only once the new one is in place; if that fails,
+    the old one is put back. Staging folders of killed saves (same host,
+    process gone) are removed, and an old folder a killed save had moved
+    aside is put back if the folder is missing, by the next save next to
+    it (`keras_vit.atomic`). The folder and its files get the permissions
+    the umask gives, as `mkdir` and `open` do.
+
+    `folder` may be a URL (`gs://bucket/models/my-vit`, any scheme
+    `tf.io.gfile` has): the files are written into a local temporary folder,
+    then uploaded one by one, `config.json` last (a folder without it is
+    no pretrained folder: the next save there replaces what a killed upload
+    left). A scheme with no file system here, or a URL with a slash missing
+    (`gs:/bucket`), is refused before anything is written; nothing is ever
+    written to a local folder named after a URL.
 
     Args:
         model: A model built by `keras_vit.ViT` (or `from_pretrained`).
-        folder: Where to write; must not exist unless `overwrite`.
+        folder: Where to write (a local folder or a URL); must not exist
+            unless `overwrite`.
         class_names: Names of the head's classes; defaults to
             `model.class_names`.
         license: The licence to state; defaults to the source checkpoint's.
@@ -240,6 +289,14 @@ def save_pretrained(
     Returns:
         The folder's path.
 
+    Raises:
+        FileExistsError: `folder` exists and `overwrite` is `False`.
+        keras_vit.atomic.DiskFull: The disk is full (one-line message); the
+            folder is left as it was.
+        keras_vit.atomic.NotWritable: The file system is read-only, or the
+            folder's parent may not be written in (one-line message).
+        keras_vit.paths.UnsupportedPath: A URL no file system here takes.
+
     Example:
 
     ```python
@@ -248,33 +305,99 @@ def save_pretrained(
     ```
     """
     folder = os.fspath(folder)
+    paths.check(folder, "folder")
+    url = paths.is_url(folder)
+    if url:
+        folder = folder.rstrip("/")
+        if paths.parent(folder) is None:
+            raise ValueError(
+                f"{folder!r} is a bucket, not a folder in it: name a folder "
+                f"(e.g. {folder + '/my-vit'!r})."
+            )
+        if _taken_at_url(folder) and not overwrite:
+            raise _exists(folder)
+    else:
+        target = pathlib.Path(os.path.abspath(folder))
+        if target.parent.is_dir():  # First, what killed saves left there.
+            atomic.remove_stale(target.parent)
+        if os.path.lexists(target) and not overwrite:
+            raise _exists(folder)
+        atomic.check_writable(str(target))
     layout = ViTLayout.of(model)
-    if os.path.exists(folder) and not overwrite:
-        raise FileExistsError(f"{folder!r} exists; pass overwrite=True to replace it.")
     config, tensors, card = _pretrained_files(
         model, layout, class_names, license, metrics, recipe
     )
-    parent = os.path.dirname(os.path.abspath(folder))
-    os.makedirs(parent, exist_ok=True)
-    staging = tempfile.mkdtemp(dir=parent, prefix=".tmp_pretrained_")
+    if url:
+        _save_to_url(folder, config, tensors, card)
+        return folder
     try:
-        _write_safetensors(tensors, os.path.join(staging, WEIGHTS))
-        with open(os.path.join(staging, CONFIG), "w", encoding="utf-8") as f:
-            json.dump(config, f, indent=2)
-            f.write("\n")
-        with open(os.path.join(staging, MODEL_CARD), "w", encoding="utf-8") as f:
-            f.write(card)
-        if os.path.exists(folder):
-            old = tempfile.mkdtemp(dir=parent, prefix=".tmp_replaced_")
-            os.rename(folder, os.path.join(old, "folder"))
-            os.rename(staging, folder)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.rename(staging, folder)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
+        with atomic.new_folders_removed_on_error(target.parent):
+            staging = atomic.staging_dir(target)
+            try:
+                _write_folder(staging, config, tensors, card)
+                atomic.finish(staging)  # Modes per the umask; durable.
+                atomic.move_into_place(staging, target, overwrite)
+            finally:
+                shutil.rmtree(staging, ignore_errors=True)
+    except OSError as error:
+        atomic.raise_if_disk_full(error, folder)
+        atomic.raise_if_not_writable(error, folder)
         raise
     return folder
+
+
+def _exists(folder: str) -> FileExistsError:
+    return FileExistsError(f"{folder!r} exists; pass overwrite=True to replace it.")
+
+
+def _write_folder(directory, config: dict, tensors: dict, card: str) -> None:
+    """The three files of a pretrained folder, written into local `directory`."""
+    _write_safetensors(tensors, os.path.join(directory, WEIGHTS))
+    with open(os.path.join(directory, MODEL_CARD), "w", encoding="utf-8") as f:
+        f.write(card)
+    with open(os.path.join(directory, CONFIG), "w", encoding="utf-8") as f:
+        json.dump(config, f, indent=2)
+        f.write("\n")
+
+
+def _taken_at_url(url: str) -> bool:
+    """Whether `url` holds a pretrained folder (its `config.json`, uploaded
+    last, is there) or anything else than what a killed upload left."""
+    return paths.exists(f"{url}/{CONFIG}") or (
+        paths.exists(url) and not _only_ours(url)
+    )
+
+
+def _only_ours(url: str) -> bool:
+    """Whether the folder at `url` holds nothing but a pretrained folder's
+    files (what a killed upload left): it may then be replaced."""
+    ours = {WEIGHTS, MODEL_CARD, CONFIG}
+    return paths.isdir(url) and all(
+        name in ours or name.startswith(atomic.PARTIAL_PREFIX)
+        for name in paths.listdir(url)
+    )
+
+
+def _save_to_url(url: str, config: dict, tensors: dict, card: str) -> None:
+    """Writes the folder locally, then uploads it to `url`, `config.json` last.
+
+    An existing folder is first unmarked (its `config.json` deleted), then
+    deleted: an object store renames nothing atomically, so a folder there
+    is a pretrained folder only once its `config.json` is in it.
+    """
+    with tempfile.TemporaryDirectory(prefix="keras_vit-") as local:
+        try:
+            _write_folder(local, config, tensors, card)
+        except OSError as error:
+            atomic.raise_if_disk_full(error, url, staged_at=local)
+            raise
+        marker = f"{url}/{CONFIG}"
+        if paths.exists(marker):
+            paths.remove(marker)
+        paths.rmtree(url)
+        for name in (WEIGHTS, MODEL_CARD):
+            paths.copy_file(os.path.join(local, name), f"{url}/{name}")
+        atomic.upload(os.path.join(local, CONFIG), marker)
 
 
 def _write_safetensors(tensors: dict, path: str) -> None:
@@ -293,7 +416,10 @@ def _pretrained_files(model, layout, class_names, license_, metrics, recipe):
     hidden, patch = int(embedding["hidden_dim"]), tuple(embedding["patch_size"])
     depth = layout.depth
     params = from_model(model).params
-    tensors = to_timm(params, num_heads=heads)
+    eva = needs_eva(options)  # timm's Eva class, not its VisionTransformer
+    pool_heads = options.map_heads if options.pooling == "map" else None
+    split = heads if not pool_heads else {None: heads, keys.MAP_ATTENTION: pool_heads}
+    tensors = to_timm(params, num_heads=split, eva=eva)
     image_size = layout.native_image_size
     head = layout.head
     num_classes = int(head.units) if head is not None else 0
@@ -319,6 +445,8 @@ def _pretrained_files(model, layout, class_names, license_, metrics, recipe):
         "num_heads": heads,
         "patch_size": int(patch[0]),
         "image_size": list(image_size),
+        "dynamic_image_size": layout.dynamic,
+        "position_resample": _position_resample(layout),
         "num_classes": num_classes,
         "representation_size": None
         if representation is None
@@ -329,19 +457,29 @@ def _pretrained_files(model, layout, class_names, license_, metrics, recipe):
         "source": None if source is None else source.name,
         "license": license_,
     }
-    architecture = _timm_architecture(options)
+    model_class = "Eva" if eva else "VisionTransformer"
+    architecture = zoo.writer_architecture(options, model_class)
     if source is not None and source.kind == "timm":  # keep the source's own
         architecture = source.config.get("architecture", architecture)
-    model_args = {
-        "embed_dim": hidden, "depth": depth, "num_heads": heads,
-        "mlp_ratio": mlp_dim / hidden, "patch_size": int(patch[0]),
-        "img_size": list(image_size), "class_token": options.class_token,
-        "reg_tokens": options.num_registers, "no_embed_class": options.no_embed_class,
-        "qkv_bias": options.qkv_bias, "qk_norm": options.qk_norm,
-        "fc_norm": options.fc_norm,
-        "global_pool": _TIMM_POOL.get(options.pooling, "token"),
-        "init_values": options.layer_scale_init,
-    }  # fmt: skip
+    if eva:
+        model_args = {
+            **eva_args(options, hidden_dim=hidden, num_heads=heads, mlp_dim=mlp_dim),
+            "depth": depth, "patch_size": int(patch[0]), "img_size": list(image_size),
+            # A model of any grid: Eva then builds its rotary table per input.
+            "dynamic_img_size": layout.dynamic,
+        }  # fmt: skip
+    else:
+        model_args = {
+            "embed_dim": hidden, "depth": depth, "num_heads": heads,
+            "mlp_ratio": mlp_dim / hidden, "patch_size": int(patch[0]),
+            "img_size": list(image_size), "class_token": options.class_token,
+            "reg_tokens": options.num_registers,
+            "no_embed_class": options.no_embed_class,
+            "qkv_bias": options.qkv_bias, "qk_norm": options.qk_norm,
+            "fc_norm": options.fc_norm,
+            "global_pool": _TIMM_POOL.get(options.pooling, "token"),
+            "init_values": options.layer_scale_init,
+        }  # fmt: skip
     cfg = {
         **preprocessing.to_timm(image_size),
         "num_classes": num_classes,
@@ -366,22 +504,7 @@ def _pretrained_files(model, layout, class_names, license_, metrics, recipe):
 
 
 def _options_config(options) -> dict:
-    return {f.name: getattr(options, f.name) for f in dataclasses.fields(options)}
-
-
-def _timm_architecture(options) -> str:
-    """A timm architecture of the same family, re-sized by `model_args`."""
-    if options.distillation:
-        return "deit_base_distilled_patch16_224"
-    if options.pooling == "map" and not options.class_token:
-        return "vit_base_patch16_siglip_224"
-    if options.mlp == "swiglu":  # timm's SwiGLUPacked and SiLU by default
-        return "vit_giant_patch14_reg4_dinov2"
-    if options.num_registers:
-        return "vit_small_patch14_reg4_dinov2"
-    if options.layer_scale_init is not None and options.no_embed_class:
-        return "deit3_base_patch16_224"
-    return "vit_base_patch16_224"
+    return dataclasses.asdict(options)  # a RotaryOptions as its dict
 
 
 def _model_card(model, ours, preprocessing, architecture, metrics, recipe) -> str:
@@ -431,6 +554,7 @@ def _model_card(model, ours, preprocessing, architecture, metrics, recipe) -> st
     return "\n".join(lines)
 
 
+@export("keras_vit.push_to_hub")
 def push_to_hub(
     model: keras.Model,
     repo_id: str,
@@ -478,6 +602,3 @@ def push_to_hub(
             token=token,
         )
     return str(getattr(info, "commit_url", info))
-
-
-__all__ = ["from_pretrained", "push_to_hub", "save_pretrained"]

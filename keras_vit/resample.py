@@ -47,6 +47,7 @@ import types
 
 import numpy as np
 
+from keras_vit._export import export
 from keras_vit.utils import to_pair
 
 METHODS = ("bilinear", "bicubic", "bicubic_antialias", "bilinear_antialias")
@@ -203,6 +204,7 @@ def resample_grid(
     return out.astype(grid.dtype)
 
 
+@export("keras_vit.resample_position_embedding")
 def resample_position_embedding(
     posemb: np.ndarray,
     new_grid_size: int | tuple[int, int],
@@ -317,6 +319,7 @@ def resize_patch_matrix(
     return np.kron(rows, cols)  # row-major flattening of (h, w)
 
 
+@export("keras_vit.resample_patch_embedding")
 def resample_patch_embedding(
     kernel: np.ndarray,
     new_patch_size: int | tuple[int, int],

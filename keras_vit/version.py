@@ -7,4 +7,7 @@ from keras_vit.version import __version__
 ```
 """
 
+from keras_vit._export import export
+
 __version__ = "0.1.0"
+export("keras_vit.__version__").constant(__name__, "__version__")

@@ -59,9 +59,10 @@ the model is run with `.double()`).
   level), `logits` (ViT: the classifier's logits; DINOv2: `pooler_output`),
   computed from `pixels`; `versions`.
 - `timm_pretrained_cfgs.json`: `{name: pretrained_cfg fields}` for every
-  `vit_*` / `deit3_*` timm name whose tag has `augreg`, `orig_in21k`,
-  `fb_in1k`, `fb_in22k`, `lvd142m` or `webli` (this includes every name of
-  `keras_vit.weights.registry._TIMM_FAMILIES`, asserted).
+  `vit_*` / `deit_*` / `deit3_*` / `flexivit_*` timm name whose tag has
+  `augreg`, `orig_in21k`, `fb_in1k`, `fb_in22k`, `lvd142m`, `webli`,
+  `ep_in1k` or `ep_in21k` (this includes every timm name of the model zoo's
+  families, `keras_vit.models.zoo`, asserted).
 - `timm_architectures.json`: `{architecture: defaults}` of each of those
   architectures, read from a model built on the meta device (and, for
   `arch_args`, the keyword arguments the architecture function passes to
@@ -110,7 +111,10 @@ TIMM = (
 DYNAMIC = "vit_small_patch14_reg4_dinov2.lvd142m"
 DYNAMIC_SHAPE = (2, 64, 48, 3)
 
-CFG_TAGS = ("augreg", "orig_in21k", "fb_in1k", "fb_in22k", "lvd142m", "webli")
+CFG_TAGS = (
+    "augreg", "orig_in21k", "fb_in1k", "fb_in22k", "lvd142m", "webli", "ep_in1k",
+    "ep_in21k",
+)  # fmt: skip
 CFG_FIELDS = (
     "architecture", "tag", "hf_hub_id", "input_size", "interpolation", "crop_pct",
     "crop_mode", "mean", "std", "num_classes", "license",
@@ -483,19 +487,16 @@ def make_transformers(out: str, images: list, versions: str) -> None:
 
 
 def _registry_names() -> list[str]:
-    """The timm names of `_TIMM_FAMILIES` (read from the source: no keras)."""
-    import ast
+    """The timm names of the model zoo's checkpoints, but the rotary
+    families' (`make_eva_fixtures.py` writes their configs)."""
+    from keras_vit.models import zoo
 
-    path = os.path.join(REPO, "keras_vit", "weights", "registry.py")
-    with open(path) as f:
-        tree = ast.parse(f.read())
-    node = next(
-        n
-        for n in tree.body
-        if isinstance(n, ast.Assign)
-        and any(getattr(t, "id", "") == "_TIMM_FAMILIES" for t in n.targets)
-    )
-    return [row[2] for row in ast.literal_eval(node.value)]
+    eva = os.path.join(REPO, "tests", "fixtures", "eva", "pretrained_cfgs.json")
+    with open(eva) as f:
+        rotary = set(json.load(f)["models"])
+    return [
+        w.timm_name for w in zoo.checkpoints() if w.timm_name not in rotary | {None}
+    ]
 
 
 def _jsonable(value):
@@ -519,10 +520,14 @@ def _jsonable(value):
 def pretrained_cfgs() -> dict:
     import timm
 
-    names = timm.list_pretrained("vit_*") + timm.list_pretrained("deit3_*")
+    names = [
+        n
+        for pattern in ("vit_*", "deit_*", "deit3_*", "flexivit_*")
+        for n in timm.list_pretrained(pattern)
+    ]
     names = {n for n in names if any(t in n.split(".", 1)[1] for t in CFG_TAGS)}
     missing = set(_registry_names()) - names
-    _check(not missing, f"_TIMM_FAMILIES names not selected: {missing}")
+    _check(not missing, f"zoo timm names not selected: {missing}")
     table = {}
     for name in sorted(names):
         cfg = timm.models.get_pretrained_cfg(name).to_dict()

@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
+import importlib.metadata
 import inspect
 import os
 import shutil
 import socket
+import sys
 
 import keras
 import numpy as np
+import pytest
 
 import keras_vit
 from keras_vit.recipes.configs import base
@@ -112,6 +116,55 @@ def assign_reference_params(model: keras.Model, params: dict) -> None:
             model.get_layer(name).set_weights(
                 [params[key].reshape(-1), bias.reshape(-1)]
             )
+
+
+# -- the installed commands ------------------------------------------------------
+@functools.cache
+def installed_script(name: str, distribution: str) -> str:
+    """The path of the console script `name` that `distribution` installed
+    for the Python running the tests.
+
+    Looked up beside `sys.executable` (a virtual environment's `bin/`,
+    activated or not), then where the distribution's installation recorded
+    it (`pip install --user`, a system Python's `/usr/local/bin`). Never on
+    `PATH`: an unactivated environment's scripts are not there, and another
+    installation's may be. Fails the calling test when the script is in
+    neither place: a command test must not pass by not running.
+
+    Example:
+
+    ```python
+    cli = installed_script("saved_model_cli", "tensorflow")
+    subprocess.run([cli, "show", "--all", "--dir", exported])
+    ```
+    """
+    candidates = [os.path.join(os.path.dirname(sys.executable), name)]
+    try:
+        recorded = importlib.metadata.distribution(distribution).files or []
+    except importlib.metadata.PackageNotFoundError:
+        recorded = []
+    candidates += [str(file.locate()) for file in recorded if file.name == name]
+    for candidate in candidates:
+        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            return os.path.normpath(candidate)
+    pytest.fail(
+        f"the {name} script of {distribution} is not installed for "
+        f"{sys.executable} (looked in {', '.join(candidates)}); "
+        "pip install -e '.[test]'",
+        pytrace=False,
+    )
+
+
+def keras_vit_script() -> str:
+    """The installed `keras-vit` command (see `installed_script`).
+
+    Example:
+
+    ```python
+    subprocess.run([keras_vit_script(), "train", "--help"])
+    ```
+    """
+    return installed_script("keras-vit", "keras3-vit")
 
 
 def digits_run_config(workdir, *overrides: str):

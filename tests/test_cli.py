@@ -12,6 +12,7 @@ import dataclasses
 import inspect
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -250,7 +251,7 @@ def test_analyze_answers_bad_files_in_one_line(tmp_path):
         # Old: "File not found" for a file that is there.
         "truncated": (analyze(truncated, "digits"), "not a readable .keras file"),
         # Old: a BadZipFile traceback.
-        "damaged": (analyze(damaged, "digits"), "cannot load"),
+        "damaged": (analyze(damaged, "digits"), "truncated or corrupt"),
         "no images": (analyze(good, broken), "unreadable: only.jpg"),
         "cut npz": (analyze(good, npz), "cannot be read as an .npz file"),
         "max images": (analyze(good, "digits") + ["--max-images", "0"],
@@ -313,6 +314,27 @@ def test_the_config_layer_knows_the_trainers_choices():
     assert base.STRATEGIES == training.STRATEGIES
     assert base.SCHEDULES == schedules.DECAYS
     assert base.PRECISIONS == precision.PRECISIONS
+
+
+def test_an_option_group_inside_the_encoder_is_set_as_a_dict():
+    """`--set rope={...}`: a `RotaryOptions` from a dict, each field checked;
+    `rope=None` turns it off; a wrong key or value is one `ConfigError`."""
+    from keras_vit.models.options import RotaryOptions
+
+    config = base.override(
+        base.TrainConfig(), ["rope={'kind': 'axial', 'temperature': 100}"]
+    )
+    assert config.encoder.rope == RotaryOptions("axial", temperature=100.0)
+    assert base.override(config, ["encoder.rope=None"]).encoder.rope is None
+    refusals = {
+        "rope={'knd': 'axial'}": "no RotaryOptions field knd; its fields: kind,",
+        "rope={'temperature': 'x'}": "rope.temperature='x' does not fit float",
+        "rope={'kind': 'spiral'}": "must be one of ('axial', 'dinov3', 'mixed')",
+        "rope=3": "rope=3 does not fit",
+    }
+    for assignment, words in refusals.items():
+        with pytest.raises(base.ConfigError, match=re.escape(words)):
+            base.override(base.TrainConfig(), [assignment])
 
 
 def test_both_recipes_speak_one_config_language():

@@ -11,27 +11,26 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 
 import numpy as np
 import pytest
+from helpers import keras_vit_script
 
 from keras_vit.parkkim.config import CompareConfig
-from keras_vit.recipes import COMMANDS
+from keras_vit.recipes.__main__ import commands
 from keras_vit.recipes.config_help import fields
 from keras_vit.recipes.configs import base
+
+# Every command `keras-vit` runs: the built-in ones and the installed
+# plug-ins' (the Park & Kim wing's `compare`).
+COMMANDS = tuple(commands())
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIXTURES = os.path.join(ROOT, "tests", "fixtures")
 TIMM_VIT = os.path.join(FIXTURES, "timm_vit.safetensors")  # test/8, 32 px
-KERAS_VIT = shutil.which("keras-vit")
 TIMEOUT = 600
-
-pytestmark = pytest.mark.skipif(
-    KERAS_VIT is None, reason="the keras-vit console script is not installed"
-)
 
 
 def run(argv, cwd, env=None):
@@ -92,7 +91,7 @@ def tiny_vit_file(path, **options):
 # -- Exit status: every command, every way of starting it ---------------------
 @pytest.mark.parametrize("command", COMMANDS)
 def test_every_command_answers_help_with_status_0(command, tmp_path):
-    process = run([KERAS_VIT, command, "--help"], cwd=tmp_path)
+    process = run([keras_vit_script(), command, "--help"], cwd=tmp_path)
     assert process.returncode == 0, process.stderr[-2000:]
     assert process.stdout.startswith(f"usage: keras-vit {command}"), process.stdout
 
@@ -126,7 +125,7 @@ FAILURES = {
 @pytest.mark.parametrize("command", COMMANDS)
 def test_every_command_fails_with_a_nonzero_status_and_its_message(command, tmp_path):
     argv, expected = FAILURES[command]
-    process = run([KERAS_VIT, command, *argv], cwd=tmp_path)
+    process = run([keras_vit_script(), command, *argv], cwd=tmp_path)
     assert process.returncode == 2, (process.returncode, process.stderr[-2000:])
     message = error_of(process)
     assert expected in message, message
@@ -139,7 +138,7 @@ CONVERT_MISFIT = [TIMM_VIT, "x.keras", "--variant", "S/16"]
 @pytest.mark.parametrize(
     "launcher",
     [
-        [KERAS_VIT, "convert"],
+        ["keras-vit", "convert"],  # The installed script.
         [sys.executable, "-m", "keras_vit.recipes", "convert"],
         [sys.executable, "-m", "keras_vit.recipes.convert"],
         [sys.executable, "-m", "recipes.convert"],  # from a checkout
@@ -149,6 +148,8 @@ CONVERT_MISFIT = [TIMM_VIT, "x.keras", "--variant", "S/16"]
 def test_a_checkpoint_that_does_not_fit_exits_1_however_convert_is_started(
     launcher, tmp_path
 ):
+    if launcher[0] == "keras-vit":
+        launcher = [keras_vit_script(), *launcher[1:]]
     cwd = ROOT if launcher[-1] == "recipes.convert" else tmp_path
     out = tmp_path / "x.keras"
     process = run([*launcher, *CONVERT_MISFIT[:1], str(out), *CONVERT_MISFIT[2:]], cwd)
@@ -159,7 +160,7 @@ def test_a_checkpoint_that_does_not_fit_exits_1_however_convert_is_started(
 
 
 def test_the_convert_message_names_only_what_the_file_records(tmp_path):
-    process = run([KERAS_VIT, "convert", *CONVERT_MISFIT], cwd=tmp_path)
+    process = run([keras_vit_script(), "convert", *CONVERT_MISFIT], cwd=tmp_path)
     assert process.returncode == 1
     lines = error_of(process).splitlines()
     # A timm file fuses its attention projections: it does not record its
@@ -183,8 +184,9 @@ def test_a_shell_chain_stops_at_a_failed_command_and_runs_on_after_success(
     tmp_path,
 ):
     out = tmp_path / "vit.keras"
+    script = keras_vit_script()
     failed = run(
-        ["bash", "-c", f'"{KERAS_VIT}" convert "{TIMM_VIT}" x.keras --variant S/16 '
+        ["bash", "-c", f'"{script}" convert "{TIMM_VIT}" x.keras --variant S/16 '
          "&& touch reached"],
         cwd=tmp_path,
     )  # fmt: skip
@@ -192,8 +194,8 @@ def test_a_shell_chain_stops_at_a_failed_command_and_runs_on_after_success(
     assert not (tmp_path / "reached").exists()
     # A real conversion, then an export of its output: both exit 0.
     chain = (
-        f'"{KERAS_VIT}" convert "{TIMM_VIT}" "{out}" --variant test/8 && '
-        f'"{KERAS_VIT}" export --model "{out}" --name vit --version 1 '
+        f'"{script}" convert "{TIMM_VIT}" "{out}" --variant test/8 && '
+        f'"{script}" export --model "{out}" --name vit --version 1 '
         f'--base-dir "{tmp_path}" && touch reached'
     )
     process = run(["bash", "-c", chain], cwd=tmp_path)
@@ -206,7 +208,7 @@ def test_a_shell_chain_stops_at_a_failed_command_and_runs_on_after_success(
 
 def test_weights_that_cannot_be_found_are_an_error_not_a_traceback(tmp_path):
     process = run(
-        [KERAS_VIT, "export", "--variant", "test/4", "--weights",
+        [keras_vit_script(), "export", "--variant", "test/4", "--weights",
          str(tmp_path / "none.npz"), "--name", "x", "--version", "1"],
         cwd=tmp_path,
     )  # fmt: skip
@@ -219,7 +221,7 @@ def test_weights_that_cannot_be_found_are_an_error_not_a_traceback(tmp_path):
 def test_init_from_that_does_not_fit_names_the_difference_and_the_fix(tmp_path):
     with_class_token = tiny_vit_file(tmp_path / "cls.keras")
     process = run(
-        [KERAS_VIT, "train", "--config", "digits", "--set", "variant=test/4",
+        [keras_vit_script(), "train", "--config", "digits", "--set", "variant=test/4",
          "--set", f"init_from={with_class_token}", "--set", "epochs=1",
          "--set", f"workdir={tmp_path / 'run'}"],
         cwd=tmp_path,
@@ -242,8 +244,9 @@ def test_init_from_that_does_not_fit_names_the_difference_and_the_fix(tmp_path):
 
 def test_init_from_of_another_size_is_named_in_the_config_terms(tmp_path):
     process = run(
-        [KERAS_VIT, "train", "--config", "digits", "--set", f"init_from={TIMM_VIT}",
-         "--set", "epochs=1", "--set", f"workdir={tmp_path / 'run'}"],
+        [keras_vit_script(), "train", "--config", "digits",
+         "--set", f"init_from={TIMM_VIT}", "--set", "epochs=1",
+         "--set", f"workdir={tmp_path / 'run'}"],
         cwd=tmp_path,
     )  # fmt: skip
     assert process.returncode == 2, process.stderr[-3000:]
@@ -274,7 +277,7 @@ def test_init_from_of_another_size_is_named_in_the_config_terms(tmp_path):
     ],
 )  # fmt: skip
 def test_help_lists_the_config_fields(command, expected, tmp_path):
-    process = run([KERAS_VIT, command, "--help"], cwd=tmp_path)
+    process = run([keras_vit_script(), command, "--help"], cwd=tmp_path)
     assert process.returncode == 0, process.stderr[-2000:]
     for text in expected:
         assert text in process.stdout, (text, process.stdout[-3000:])
@@ -292,7 +295,8 @@ def test_every_config_field_has_a_meaning(kind):
 # -- Training on an image folder ------------------------------------------------
 def test_a_dataset_without_a_config_is_refused_with_the_configs_to_use(tmp_path):
     process = run(
-        [KERAS_VIT, "train", "--set", f"dataset=folder:{tmp_path}"], cwd=tmp_path
+        [keras_vit_script(), "train", "--set", f"dataset=folder:{tmp_path}"],
+        cwd=tmp_path,
     )
     assert process.returncode == 2
     message = error_of(process)
@@ -303,7 +307,9 @@ def test_a_dataset_without_a_config_is_refused_with_the_configs_to_use(tmp_path)
 
 
 def test_folder_finetune_needs_a_dataset(tmp_path):
-    process = run([KERAS_VIT, "train", "--config", "folder_finetune"], cwd=tmp_path)
+    process = run(
+        [keras_vit_script(), "train", "--config", "folder_finetune"], cwd=tmp_path
+    )
     assert process.returncode == 2
     assert error_of(process) == (
         "error: config 'folder_finetune' has no dataset: give yours with --set "
@@ -328,7 +334,7 @@ def test_folder_finetune_is_the_papers_fine_tuning_from_a_pretrained_tag():
 def test_folder_finetune_offline_says_where_to_put_the_weights(tmp_path):
     folder = image_folder(tmp_path / "images")
     process = run(
-        [KERAS_VIT, "train", "--config", "folder_finetune",
+        [keras_vit_script(), "train", "--config", "folder_finetune",
          "--set", f"dataset=folder:{folder}", "--set", "global_batch_size=8",
          "--set", f"workdir={tmp_path / 'run'}"],
         cwd=tmp_path,
@@ -351,7 +357,7 @@ def test_folder_finetune_fine_tunes_a_local_model_on_a_folder(tmp_path):
     pretrained = tiny_vit_file(tmp_path / "pre.keras")
     workdir = tmp_path / "run"
     process = run(
-        [KERAS_VIT, "train", "--config", "folder_finetune",
+        [keras_vit_script(), "train", "--config", "folder_finetune",
          "--set", f"dataset=folder:{folder}", "--set", f"init_from={pretrained}",
          "--set", "variant=test/4", "--set", "image_size=16",
          "--set", "global_batch_size=9", "--set", "epochs=1",

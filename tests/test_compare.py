@@ -16,6 +16,7 @@ import time
 
 import numpy as np
 import pytest
+from helpers import keras_vit_script
 
 from keras_vit.parkkim import claims
 from keras_vit.parkkim import report
@@ -450,7 +451,6 @@ def test_the_claims_table_keeps_its_columns():
 
 
 # -- the command ----------------------------------------------------------------
-KERAS_VIT = shutil.which("keras-vit")
 # The stages each model's progress lines name, in order.
 STAGES = ("trained", "Fourier/variance", "Hessian", "noise", "distances", "landscape")
 
@@ -549,7 +549,6 @@ def test_a_rerun_reuses_every_run_and_panel(quick, capsys):
     assert "plan" not in printed  # Nothing left to plan.
 
 
-@pytest.mark.skipif(KERAS_VIT is None, reason="the keras-vit script is not installed")
 def test_analysis_settings_set_on_the_command_line_redo_the_panels_only(
     quick, tmp_path
 ):
@@ -557,7 +556,7 @@ def test_analysis_settings_set_on_the_command_line_redo_the_panels_only(
     copy = tmp_path / "copy"
     shutil.copytree(workdir, copy)
     done = subprocess.run(
-        [KERAS_VIT, "compare", "--config", "compare_quick",
+        [keras_vit_script(), "compare", "--config", "compare_quick",
          "--set", f"workdir={copy}", "--set", "models=('vit',)",
          "--set", "analysis.hessian_top_k=1", "--set", "analysis.hessian_batch_size=4",
          "--set", "analysis.landscape_points=0"],

@@ -12,9 +12,9 @@ import pytest
 import keras_vit
 from keras_vit.models import ViTLayout
 from keras_vit.models.masked_patch import masked_patch_model
-from keras_vit.models.options import FAMILIES
 from keras_vit.models.options import EncoderOptions
 from keras_vit.models.options import option_names
+from keras_vit.models.zoo import FAMILIES
 
 # Every option away from its default, in combinations that build.
 KITCHEN_SINK = EncoderOptions(

@@ -13,7 +13,6 @@ import json
 import os
 import pathlib
 import re
-import shutil
 import subprocess
 import sys
 import textwrap
@@ -22,6 +21,7 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from helpers import installed_script
 from PIL import Image
 
 import keras_vit
@@ -262,9 +262,7 @@ TENSOR_INFO = (
 
 
 def test_saved_model_cli_lists_documented_signatures(exported):
-    cli = shutil.which("saved_model_cli") or str(
-        pathlib.Path(sys.executable).parent / "saved_model_cli"
-    )
+    cli = installed_script("saved_model_cli", "tensorflow")
     text = run_quietly([cli, "show", "--all", "--dir", str(exported)]).stdout
     found = {}
     for block in re.split(r"\nsignature_def\['", text)[1:]:

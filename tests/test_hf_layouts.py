@@ -15,9 +15,9 @@ import pytest
 from doc_blocks import write_safetensors
 
 import keras_vit
-from keras_vit.models.options import FAMILIES
 from keras_vit.models.variants import Variant
 from keras_vit.models.variants import parse_variant
+from keras_vit.models.zoo import FAMILIES
 from keras_vit.weights import CheckpointError
 from keras_vit.weights import load_weights
 from keras_vit.weights import read_safetensors

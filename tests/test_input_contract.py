@@ -401,15 +401,14 @@ def digits_config(tmp_path, *overrides):
 
 
 def test_recipe_pipelines_normalise_by_the_models_contract(tmp_path):
-    from keras_vit.recipes import common
-    from keras_vit.recipes import train
+    from keras_vit.recipes import streams
 
     contract = preprocessing_of(deit3_like())
     config = digits_config(tmp_path)
     source, colours = colour_source()
     want = (colours / 255 - IMAGENET_MEAN) / IMAGENET_STD  # (count, 3)
 
-    (images, _), *_ = list(train._eval_data(config, source, False, contract))
+    (images, _), *_ = list(streams.eval_data(config, source, False, contract))
     assert images.shape[1:] == (16, 16, 3)
     constant = np.broadcast_to(want[:, None, None], images.shape)
     np.testing.assert_allclose(images, constant, atol=1e-5)
@@ -422,13 +421,13 @@ def test_recipe_pipelines_normalise_by_the_models_contract(tmp_path):
         images, transforms.prepare_image(raw, cropped, 16), atol=1e-6
     )
     # Without a contract: the paper's [-1, 1], as before.
-    (paper, _), *_ = list(train._eval_data(config, source, False))
+    (paper, _), *_ = list(streams.eval_data(config, source, False))
     np.testing.assert_array_equal(
         paper, transforms.to_model_range(transforms.eval_resize(raw, 16))
     )
 
     # Training: the augmentation is the same, the normalisation the contract's.
-    _, _, stream = common.training_data(
+    _, _, stream = streams.training_data(
         config, 0, source=source, preprocessing=contract
     )
     batch, labels = next(iter(stream))
@@ -441,6 +440,7 @@ def test_recipe_pipelines_normalise_by_the_models_contract(tmp_path):
 def test_train_builds_the_pipelines_from_the_built_models_contract(
     tmp_path, monkeypatch
 ):
+    from keras_vit.recipes import engine
     from keras_vit.recipes import train
 
     class Stop(Exception):
@@ -451,12 +451,12 @@ def test_train_builds_the_pipelines_from_the_built_models_contract(
     def build_model(config, num_classes, say=print):
         return deit3_like()
 
-    def data(config, run_, start_epoch, sources, preprocessing):
+    def training_data(config, start_epoch, source, preprocessing, **augmentation):
         seen["preprocessing"] = preprocessing
         raise Stop
 
     monkeypatch.setattr(train, "build_model", build_model)
-    monkeypatch.setattr(train, "_data", data)
+    monkeypatch.setattr(engine, "training_data", training_data)
     config = dataclasses.replace(digits_config(tmp_path), verbose=0)
     with pytest.raises(Stop):
         train.run(config)

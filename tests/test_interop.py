@@ -285,7 +285,7 @@ def test_what_keras_hub_dinov2_lacks_is_named(kwargs, message):
 
 def test_unknown_keras_hub_architecture_is_named():
     model = keras_vit.ViT("test/4", image_size=16, num_classes=3)
-    with pytest.raises(ValueError, match="'vit' or 'dinov2'"):
+    with pytest.raises(ValueError, match="'vit', 'dinov2' or 'dinov3'"):
         to_keras_hub(model, backbone="siglip")
 
 

@@ -107,8 +107,8 @@ def _compare_tree(saved_layer, layer, where):
     values = [np.asarray(v) for v in own]
     _probe(
         len(saved_layer.values) == len(values)
-        and all(
-            a.shape == b.shape and np.array_equal(a, b)
+        and all(  # The file's datasets, read while it is open.
+            a.dataset.shape == b.shape and np.array_equal(a.dataset[()], b)
             for a, b in zip(saved_layer.values, values, strict=False)
         ),
         f"the file's `vars` of {where} in `save_own_variables` order",
@@ -132,19 +132,19 @@ def test_saved_values_follow_own_variables_order_at_every_depth(saved, tmp_path)
     saved.save_weights(path)
     with h5py.File(path, "r") as store:
         found = keras_internals.read_saved_layers(store)
-    for layer in _layers_with_variables(saved):
-        _probe(
-            len(found.get(layer.name, [])) == 1,
-            f"layer {layer.name!r} saved once",
-            "read_saved_layers",
-        )
-        count = _compare_tree(found[layer.name][0], layer, layer.name)
-        _probe(
-            count == len(layer.weights),
-            f"all {len(layer.weights)} variables of {layer.name!r} in its group "
-            f"and its sublayers' groups (found {count})",
-            "read_saved_layers",
-        )
+        for layer in _layers_with_variables(saved):
+            _probe(
+                len(found.get(layer.name, [])) == 1,
+                f"layer {layer.name!r} saved once",
+                "read_saved_layers",
+            )
+            count = _compare_tree(found[layer.name][0], layer, layer.name)
+            _probe(
+                count == len(layer.weights),
+                f"all {len(layer.weights)} variables of {layer.name!r} in its group "
+                f"and its sublayers' groups (found {count})",
+                "read_saved_layers",
+            )
 
 
 def test_keras_archive_holds_the_same_layout(saved, tmp_path):
@@ -159,8 +159,8 @@ def test_keras_archive_holds_the_same_layout(saved, tmp_path):
         data = io.BytesIO(archive.read("model.weights.h5"))
     with h5py.File(data, "r") as store:
         found = keras_internals.read_saved_layers(store)
-    for layer in _layers_with_variables(saved):
-        _compare_tree(found[layer.name][0], layer, layer.name)
+        for layer in _layers_with_variables(saved):
+            _compare_tree(found[layer.name][0], layer, layer.name)
 
 
 def test_own_variables_excludes_sublayers_and_matches_save_own_variables(saved):

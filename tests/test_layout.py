@@ -131,10 +131,16 @@ _NOT_LAYER_NAMES = {
     # own validation messages.
     ("keras_vit/models/options.py", "class_token"),
     ("keras_vit/models/options.py", "fc_norm"),
+    ("keras_vit/models/options.py", "encoder_norm"),
+    # The same options, set by a family (PE's models have no class token).
+    ("keras_vit/models/zoo/pe.py", "class_token"),
+    # timm's Eva argument, in the arguments keras_vit's options give it.
+    ("keras_vit/weights/dialects/timm_args.py", "class_token"),
     # A word of a refusal message ("fc_norm" has no keras-hub counterpart).
     ("keras_vit/interop/keras_hub.py", "fc_norm"),
+    ("keras_vit/interop/keras_hub_dinov3.py", "fc_norm"),
     # The encoder option, in the differences an init_from file is told by.
-    ("keras_vit/recipes/train.py", "fc_norm"),
+    ("keras_vit/recipes/initialise.py", "fc_norm"),
     # timm's `model_args` names, in the config save_pretrained writes.
     ("keras_vit/pretrained.py", "class_token"),
     ("keras_vit/pretrained.py", "fc_norm"),

@@ -25,7 +25,7 @@ import numpy as np
 import pytest
 from helpers import free_ports
 
-from keras_vit.recipes import common
+from keras_vit.recipes import rundir
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RUN = [
@@ -178,8 +178,8 @@ def test_the_agreed_epoch_is_the_newest_that_every_worker_holds():
             row[1 : 1 + len(epochs)] = epochs
         return rows
 
-    assert common.agreed_epoch(table([7, 6], [6, 5])) == 6  # Killed between.
-    assert common.agreed_epoch(table([7, 6], [7, 6], [6, 5])) == 6
-    assert common.agreed_epoch(table([6], [7, 5])) == 0  # Torn: none in common.
-    assert common.agreed_epoch(table([3, 2], [3, 2])) == 3
-    assert common.agreed_epoch(table([], [2, 1])) == 0  # A fresh worker.
+    assert rundir.agreed_epoch(table([7, 6], [6, 5])) == 6  # Killed between.
+    assert rundir.agreed_epoch(table([7, 6], [7, 6], [6, 5])) == 6
+    assert rundir.agreed_epoch(table([6], [7, 5])) == 0  # Torn: none in common.
+    assert rundir.agreed_epoch(table([3, 2], [3, 2])) == 3
+    assert rundir.agreed_epoch(table([], [2, 1])) == 0  # A fresh worker.

@@ -95,6 +95,10 @@ def test_the_wheel_holds_keras_vit_and_its_recipes_not_a_top_level_recipes(insta
     assert "keras_vit/recipes/train.py" in names
     assert "keras_vit/recipes/configs/digits.py" in names
     assert "keras_vit/imagenet/__init__.py" in names
+    # The packages' stubs, which serve their names at run time, all shipped.
+    stubs = {str(p.relative_to(ROOT)) for p in (ROOT / "keras_vit").rglob("*.pyi")}
+    assert "keras_vit/__init__.pyi" in stubs
+    assert stubs <= set(names) and "keras_vit/py.typed" in names
     assert [n for n in names if n.startswith("keras_vit/imagenet/") and ".tsv" in n]
     # Nothing but the package and its metadata: no `recipes`, no `tests`.
     info = "keras3_vit-0.1.0.dist-info"

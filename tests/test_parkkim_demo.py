@@ -7,7 +7,6 @@ import dataclasses
 import hashlib
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -15,6 +14,7 @@ import time
 
 import numpy as np
 import pytest
+from helpers import keras_vit_script
 
 from keras_vit.parkkim import claims
 from keras_vit.parkkim import compare
@@ -23,7 +23,6 @@ from keras_vit.parkkim.config import CompareConfig
 from keras_vit.recipes.configs.base import load_config
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-KERAS_VIT = shutil.which("keras-vit")
 ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
 
 
@@ -132,6 +131,26 @@ def test_a_shipped_run_stands_in_only_for_its_own_recipe(tmp_path):
     assert demo.find(run_config, str(tmp_path / "nothing")) is None
 
 
+def test_an_option_added_after_a_shipped_run_counts_at_its_default(tmp_path):
+    """A manifest written before a config (or encoder) field existed does
+    not record it: the run was made as the field's default does; another
+    value is a difference."""
+    model, run_config = _tiny("vit")
+    _ship(tmp_path, run_config, model)
+    path = tmp_path / demo.MANIFEST
+    manifest = json.loads(path.read_text())
+    recipe = manifest["runs"][run_config.name]["recipe"]
+    del recipe["encoder"]["encoder_norm"], recipe["beta_2"]
+    path.write_text(json.dumps(manifest))
+    directory = str(tmp_path)
+    assert demo.differences(run_config, directory) == []
+    assert demo.find(run_config, directory).name == "vit_seed0"
+    encoder = dataclasses.replace(run_config.encoder, encoder_norm=False)
+    changed = dataclasses.replace(run_config, encoder=encoder, beta_2=0.9)
+    assert demo.differences(changed, directory) == ["beta_2", "encoder"]
+    assert demo.find(changed, directory) is None
+
+
 def test_an_unreadable_manifest_is_one_clear_error(tmp_path):
     (tmp_path / demo.MANIFEST).write_text('{"runs": {"vit_seed0": {"file": 3}}}')
     _, run_config = _tiny("vit")
@@ -202,7 +221,7 @@ SMALL_ANALYSIS = [
 
 
 def test_compare_analyses_the_demo_checkpoints_without_training(tmp_path):
-    argv = [KERAS_VIT, "compare", "--set", f"workdir={tmp_path}"]
+    argv = [keras_vit_script(), "compare", "--set", f"workdir={tmp_path}"]
     for item in SMALL_ANALYSIS:
         argv += ["--set", item]
     done = subprocess.run(argv, env=ENV, capture_output=True, text=True)
@@ -230,7 +249,10 @@ def test_retrain_trains_every_run():
     assert config.checkpoints == "train"
     assert cli.parse_config(parser.parse_args([]), CompareConfig).checkpoints == "demo"
     help_text = subprocess.run(
-        [KERAS_VIT, "compare", "--help"], env=ENV, capture_output=True, text=True
+        [keras_vit_script(), "compare", "--help"],
+        env=ENV,
+        capture_output=True,
+        text=True,
     ).stdout
     assert "--retrain" in help_text
 

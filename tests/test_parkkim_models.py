@@ -24,7 +24,7 @@ import pytest
 from helpers import assert_config_is_constructor_args
 
 import keras_vit
-from keras_vit.analysis._maps import FeatureMaps
+from keras_vit.analysis import FeatureMaps
 from keras_vit.models.variants import custom_spec
 from keras_vit.parkkim import authors
 from keras_vit.parkkim import pth as torch_file

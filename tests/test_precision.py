@@ -10,7 +10,7 @@ import keras
 import pytest
 import tensorflow as tf
 
-from keras_vit.recipes import common
+from keras_vit.recipes import engine
 from keras_vit.recipes.configs import base
 from keras_vit.training import hardware
 from keras_vit.training import precision
@@ -288,13 +288,13 @@ def test_the_recipe_config_refuses_other_words_naming_the_field():
 def test_setup_says_what_precision_it_picked_and_why(on_cpu, capsys):
     on_cpu(ZEN3)
     config = base.TrainConfig(mixed_precision="auto", strategy="default", verbose=1)
-    run = common.setup(config, "train")
+    run = engine.setup(config, "train")
     assert run.policy == "float32"
     assert keras.config.dtype_policy().name == "float32"
     out = capsys.readouterr().out
     assert "; precision float32 (auto: this CPU is AVX2, no native bfloat16).\n" in out
     on_cpu(ZEN4)
-    run = common.setup(config, "train")
+    run = engine.setup(config, "train")
     assert run.policy == "mixed_bfloat16"
     assert keras.config.dtype_policy().name == "mixed_bfloat16"
     out = capsys.readouterr().out

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 
 import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from helpers import keras_vit_script
 from helpers import randomize
 from PIL import Image
 
@@ -31,18 +31,14 @@ from keras_vit.models.preprocessing import preprocessing_of
 from keras_vit.recipes import predict as predict_command
 from keras_vit.recipes import validate as validate_command
 
-KERAS_VIT = shutil.which("keras-vit")
 CLASSES = ("cat", "dog", "emu")
-needs_script = pytest.mark.skipif(
-    KERAS_VIT is None, reason="the keras-vit console script is not installed"
-)
 
 
 def run(argv, cwd):
     """Runs the installed `keras-vit ...`; returns the completed process."""
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
     return subprocess.run(
-        [KERAS_VIT, *argv], cwd=cwd, env=env, capture_output=True, text=True,
+        [keras_vit_script(), *argv], cwd=cwd, env=env, capture_output=True, text=True,
         timeout=600,
     )  # fmt: skip
 
@@ -244,7 +240,6 @@ def test_both_commands_answer_help(capsys):
         assert "--model" in capsys.readouterr().out
 
 
-@needs_script
 def test_predict_command_prints_each_images_top_k(models, tmp_path):
     model = keras.saving.load_model(models["deit3"], compile=False)
     images = [pixels(10), pixels(11, (24, 16, 3))]
@@ -273,7 +268,6 @@ def test_predict_command_prints_each_images_top_k(models, tmp_path):
             assert float(words[3]) == pytest.approx(expected[index], abs=2e-4), out
 
 
-@needs_script
 def test_predict_command_json_and_a_bad_path_exit_1_naming_it(models, tmp_path):
     path = tmp_path / "a.png"
     Image.fromarray(pixels(12)).save(path)
@@ -302,7 +296,6 @@ def test_predict_command_json_and_a_bad_path_exit_1_naming_it(models, tmp_path):
     assert bad.stdout == ""  # Nothing was run.
 
 
-@needs_script
 def test_validate_command_on_a_folder_matches_by_hand(models, image_folder, tmp_path):
     out = tmp_path / "results" / "val.json"
     process = run(
@@ -332,7 +325,6 @@ def test_validate_command_on_a_folder_matches_by_hand(models, image_folder, tmp_
     assert f"Wrote {out}" in process.stdout
 
 
-@needs_script
 def test_validate_command_refuses_a_model_of_other_classes(
     models, image_folder, tmp_path
 ):

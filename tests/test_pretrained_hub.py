@@ -11,6 +11,7 @@ transformers computed.
 
 from __future__ import annotations
 
+import collections
 import hashlib
 import json
 import os
@@ -187,13 +188,27 @@ def test_the_tables_contracts_are_timms():
     """Every timm-hosted row of the table prepares inputs as timm's config."""
     with open(os.path.join(HUB, "timm_pretrained_cfgs.json")) as f:
         cfgs = json.load(f)
+    with open(os.path.join(HUB, "..", "eva", "pretrained_cfgs.json")) as f:
+        cfgs.update(json.load(f)["models"])  # The rotary families'.
     rows = [w for w in keras_vit.weights.list_weights() if w.timm_name]
-    assert len(rows) == 14
+    counts = collections.Counter(row.family for row in rows)
+    assert counts == {  # Each family's timm rows, as its zoo file lists them.
+        "deit": 4, "deit_distilled": 4, "deit3": 6, "dinov2": 3, "dinov2_swiglu": 1,
+        "siglip": 4, "flexivit": 11, "dinov3": 17, "eva02": 16, "eva02_clip": 3,
+        "pe_core": 5, "pe_lang": 4, "pe_spatial": 5, "rope_vit": 3,
+        "rope_vit_mixed": 3, "rope_vit_ape": 3, "rope_vit_mixed_ape": 3,
+    }  # fmt: skip
     for row in rows:
         cfg = cfgs[row.timm_name]
         timm = keras_vit.Preprocessing.from_timm(cfg)
-        assert row.preprocessing == timm, (row.timm_name, row.preprocessing, timm)
-        assert row.license == cfg["license"]
+        # The configs' statistics are written to 6 decimals (CLIP's have 8).
+        statistics = ("mean", "std")
+        for name in statistics:
+            got = getattr(row.preprocessing, name)
+            assert got == pytest.approx(getattr(timm, name), abs=1e-6), row.timm_name
+        rest = dict.fromkeys(statistics, 0.5)
+        assert row.preprocessing.replace(**rest) == timm.replace(**rest), row.timm_name
+        assert row.license == cfg["license"], row.timm_name
 
 
 def test_constructor_weights_take_a_name_and_its_contract(cache, monkeypatch):

@@ -123,7 +123,7 @@ AFTER_TRAINING = {
     ),
     # Every epoch is done: fit is ending (its callbacks' on_train_end).
     "fit-ending": Fault("keras.callbacks:TensorBoard.on_train_end", "before"),
-    "fit-returned": Fault("keras_vit.recipes.common:fit", "after"),
+    "fit-returned": Fault("keras_vit.recipes.engine:fit", "after"),
     "test-evaluation": Fault("keras:Model.evaluate", "before"),
     "final.keras-saved": Fault(
         "keras_vit.atomic:save_model", "after", match="final.keras"
@@ -275,7 +275,7 @@ def test_a_kill_after_results_are_written_is_completed_by_the_same_command(
 def test_a_backup_is_discarded_past_a_leftover_of_an_earlier_discard(
     tmp_path, monkeypatch
 ):
-    from keras_vit.training import backup as backup_module
+    from keras_vit.training import backup_records as backup_module
 
     backup = tmp_path / "backup"
     (tmp_path / "backup.discarded" / "old").mkdir(parents=True)
@@ -841,12 +841,12 @@ def test_a_file_system_error_outside_the_atomic_writes_is_one_line(
 ):
     import tensorflow as tf
 
-    from keras_vit.recipes import common
+    from keras_vit.recipes import workdir_lock
 
     def refused(*args, **kwargs):
         raise PermissionError(errno.EACCES, "Permission denied", str(tmp_path))
 
-    monkeypatch.setattr(common.WorkdirLock, "acquire", refused)
+    monkeypatch.setattr(workdir_lock.WorkdirLock, "acquire", refused)
     code, lines = _exit(train, fr.train_argv(tmp_path), capsys=capsys)
     assert code == 1 and lines == [
         f"error: {tmp_path}: Permission denied; no epoch was finished: rerun the "
@@ -915,14 +915,15 @@ def test_a_swallowed_sigterm_is_raised_again_at_the_next_step():
     import gc
 
     from keras_vit.recipes import cli
-    from keras_vit.recipes import common
+    from keras_vit.recipes import engine
+    from keras_vit.recipes import rundir
 
     class Dies:
         def __del__(self):  # A signal arriving here: "Exception ignored in".
             os.kill(os.getpid(), signal.SIGTERM)
             time.sleep(0.01)
 
-    progress = common._Progress(common.Setup(*[None] * 7))
+    progress = engine._Progress(rundir.Setup(*[None] * 7))
     with cli.handle_termination():
         progress.on_train_batch_end(0)  # Nothing pending.
         Dies()

@@ -202,7 +202,7 @@ class _PoisonWeights(keras.callbacks.Callback):
 
 
 def test_a_run_resumes_from_the_last_finite_backup_after_a_nan(tmp_path, uninterrupted):
-    from keras_vit.recipes.common import RunDiverged
+    from keras_vit.recipes.rundir import RunDiverged
 
     config = _config(tmp_path)
     with pytest.raises(RunDiverged, match="diverged at epoch 2, step 2"):

@@ -10,6 +10,7 @@ import subprocess
 
 import numpy as np
 import pytest
+from helpers import keras_vit_script
 from helpers import randomize
 
 import keras_vit
@@ -163,7 +164,7 @@ def test_convert_writes_a_runs_model_as_a_folder(tmp_path):
     (run / "config.json").write_text(json.dumps({"epochs": 3}))
     out = tmp_path / "folder"
     result = subprocess.run(
-        ["keras-vit", "convert", str(run / "final.keras"), str(out)],
+        [keras_vit_script(), "convert", str(run / "final.keras"), str(out)],
         capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-2000:]
@@ -176,7 +177,7 @@ def test_convert_writes_a_runs_model_as_a_folder(tmp_path):
     assert loaded.class_names == ("x", "y", "z")
     assert loaded.preprocessing.mean == keras_vit.models.IMAGENET_MEAN
     again = subprocess.run(
-        ["keras-vit", "convert", str(run / "final.keras"), str(out)],
+        [keras_vit_script(), "convert", str(run / "final.keras"), str(out)],
         capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert again.returncode == 2 and "--overwrite" in again.stderr

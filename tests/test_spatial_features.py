@@ -24,8 +24,8 @@ import keras_vit
 from keras_vit.layers import TokenGrid
 from keras_vit.models import ViTLayout
 from keras_vit.models.layout import LayoutError
-from keras_vit.models.options import FAMILIES
 from keras_vit.models.variants import custom_spec
+from keras_vit.models.zoo import FAMILIES
 from keras_vit.weights import load_weights
 
 

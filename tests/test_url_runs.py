@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import io
 import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -25,12 +24,14 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from helpers import digits_run_config
+from helpers import keras_vit_script
 
 from keras_vit import atomic
 from keras_vit import data
 from keras_vit import paths
-from keras_vit.recipes import common
+from keras_vit.recipes import rundir
 from keras_vit.recipes import train
+from keras_vit.recipes import workdir_lock
 from keras_vit.recipes.configs import base
 
 # Three epochs of two steps of a tiny model; dropout and stochastic depth on,
@@ -121,7 +122,7 @@ def test_a_whole_run_at_a_url_trains_exports_and_writes_nothing_locally(
     logits = serve["serving_default"](images=tf.constant(images, tf.uint8))
     assert logits["logits"].shape == (2, 10)
 
-    with pytest.raises(common.RunFinished, match="has finished"):
+    with pytest.raises(rundir.RunFinished, match="has finished"):
         train.run(config)  # The same command: nothing to do.
     capsys.readouterr()
     keras.backend.clear_session()
@@ -186,15 +187,6 @@ def test_a_run_at_a_url_interrupted_before_a_commit_resumes_exactly(
     assert os.listdir(tmp_path) == []
 
 
-def _keras_vit_script():
-    script = shutil.which("keras-vit") or os.path.join(
-        os.path.dirname(sys.executable), "keras-vit"
-    )
-    if not os.path.exists(script):
-        pytest.skip("the keras-vit script is not installed (pip install -e .)")
-    return script
-
-
 def test_a_scheme_without_a_file_system_is_refused_in_one_line(tmp_path):
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
     for url, why in (
@@ -203,7 +195,7 @@ def test_a_scheme_without_a_file_system_is_refused_in_one_line(tmp_path):
     ):
         process = subprocess.run(
             [
-                _keras_vit_script(),
+                keras_vit_script(),
                 "train",
                 "--set",
                 f"workdir='{url}'",
@@ -257,25 +249,25 @@ def _dead_pid():
 
 def test_the_lock_at_a_url_is_held_named_and_taken_over_once_its_run_is_gone():
     workdir = _url("locked")
-    lock = common.WorkdirLock.acquire(workdir)
+    lock = workdir_lock.WorkdirLock.acquire(workdir)
     holder = atomic.read_json_object(f"{workdir}/.lock")
     assert holder["pid"] == os.getpid() and holder["host"] == socket.gethostname()
-    with pytest.raises(common.WorkdirBusy, match=f"PID {os.getpid()} on "):
-        common.WorkdirLock.acquire(workdir)  # This process is alive.
+    with pytest.raises(workdir_lock.WorkdirBusy, match=f"PID {os.getpid()} on "):
+        workdir_lock.WorkdirLock.acquire(workdir)  # This process is alive.
     lock.release()
     assert not paths.exists(f"{workdir}/.lock")
 
     here = {"host": socket.gethostname(), "started": "then", "heartbeat": time.time()}
     atomic.write_json(f"{workdir}/.lock", {**here, "pid": _dead_pid()})
-    common.WorkdirLock.acquire(workdir).release()  # A killed run's: taken over.
+    workdir_lock.WorkdirLock.acquire(workdir).release()  # A killed run's: taken over.
 
     there = {"pid": 1, "host": "elsewhere", "started": "then"}
     atomic.write_json(f"{workdir}/.lock", {**there, "heartbeat": time.time()})
-    with pytest.raises(common.WorkdirBusy, match="last heartbeat 0 s ago"):
-        common.WorkdirLock.acquire(workdir)  # Another host, beating: alive.
-    stale = time.time() - common.URL_LOCK_STALE_S - 1
+    with pytest.raises(workdir_lock.WorkdirBusy, match="last heartbeat 0 s ago"):
+        workdir_lock.WorkdirLock.acquire(workdir)  # Another host, beating: alive.
+    stale = time.time() - workdir_lock.URL_LOCK_STALE_S - 1
     atomic.write_json(f"{workdir}/.lock", {**there, "heartbeat": stale})
-    common.WorkdirLock.acquire(workdir).release()  # Silent too long: gone.
+    workdir_lock.WorkdirLock.acquire(workdir).release()  # Silent too long: gone.
 
 
 def test_atomic_writes_at_a_url_are_whole_and_leave_no_temporary_object(

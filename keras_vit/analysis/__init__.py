@@ -23,9 +23,11 @@ extra). `python -m recipes.analyze` writes all figures at once.
   `read_landscape_csv`: the loss on a 2-D grid of filter-normalised
   directions, as the authors' CSV (Park & Kim, Fig. 1a).
 - `depth_statistics`, `map_variance`: Fourier `Δ log amplitude` and
-  variance of every feature map by depth, for any model family whose layout
-  names its feature maps: a ViT, or the CNNs and AlterNet of
-  `keras_vit.parkkim` alike (`FeatureMaps`, `model_family`).
+  variance of every feature map by depth, for a ViT or any model whose
+  layout names its feature maps (`FeatureMaps`; e.g. the convolutional
+  networks of `keras_vit.parkkim`).
+- `batch_slices`, `attention_distance_sums`: the pieces the analyses are
+  made of, for a plug-in's own (a windowed attention's distances).
 
 Park & Kim's analyses default to the authors' definitions (their code,
 xxxnell/how-do-vits-work); alternative definitions are available by name:
@@ -45,84 +47,13 @@ distances = analysis.attention_distances(model, images)  # (depth, heads)
 ```
 """
 
-from keras_vit.analysis import fewshot
-from keras_vit.analysis import plotting
-from keras_vit.analysis._maps import FeatureMaps
-from keras_vit.analysis._maps import model_family
-from keras_vit.analysis._walk import token_layout
-from keras_vit.analysis.attention import attention_weights
-from keras_vit.analysis.attention import iter_attention_weights
-from keras_vit.analysis.depth import depth_statistics
-from keras_vit.analysis.depth import map_variance
-from keras_vit.analysis.distance import attention_distances
-from keras_vit.analysis.distance import mean_attention_distance
-from keras_vit.analysis.distance import patch_distances
-from keras_vit.analysis.filters import PrincipalComponents
-from keras_vit.analysis.filters import components_as_rgb
-from keras_vit.analysis.filters import embedding_filters
-from keras_vit.analysis.fourier import diagonal_frequencies
-from keras_vit.analysis.fourier import feature_map_frequencies
-from keras_vit.analysis.fourier import high_frequency_log_amplitude
-from keras_vit.analysis.fourier import log_amplitude_spectrum
-from keras_vit.analysis.fourier import relative_log_amplitude
-from keras_vit.analysis.hessian import hessian_eigenvalues
-from keras_vit.analysis.hessian import hessian_spectrum
-from keras_vit.analysis.hessian import l2_term
-from keras_vit.analysis.landscape import filter_normalized_directions
-from keras_vit.analysis.landscape import loss_landscape
-from keras_vit.analysis.landscape import read_landscape_csv
-from keras_vit.analysis.landscape import write_landscape_csv
-from keras_vit.analysis.noise import band_limited_noise
-from keras_vit.analysis.noise import frequency_bands
-from keras_vit.analysis.noise import noise_robustness
-from keras_vit.analysis.noise import sign_band_noise
-from keras_vit.analysis.noise import square_annulus_mask
-from keras_vit.analysis.position_similarity import position_embedding_similarity
-from keras_vit.analysis.position_similarity import similarity_grid
-from keras_vit.analysis.rollout import attention_rollout
-from keras_vit.analysis.rollout import attention_rollout_maps
-from keras_vit.analysis.rollout import output_token_map
-from keras_vit.analysis.rollout import overlay
-from keras_vit.analysis.rollout import to_image_space
+import lazy_loader
 
-__all__ = [
-    "attention_distances",
-    "attention_rollout",
-    "attention_rollout_maps",
-    "attention_weights",
-    "band_limited_noise",
-    "components_as_rgb",
-    "depth_statistics",
-    "diagonal_frequencies",
-    "embedding_filters",
-    "feature_map_frequencies",
-    "FeatureMaps",
-    "fewshot",
-    "filter_normalized_directions",
-    "frequency_bands",
-    "hessian_eigenvalues",
-    "hessian_spectrum",
-    "high_frequency_log_amplitude",
-    "iter_attention_weights",
-    "l2_term",
-    "log_amplitude_spectrum",
-    "loss_landscape",
-    "map_variance",
-    "mean_attention_distance",
-    "model_family",
-    "noise_robustness",
-    "output_token_map",
-    "overlay",
-    "patch_distances",
-    "plotting",
-    "position_embedding_similarity",
-    "PrincipalComponents",
-    "read_landscape_csv",
-    "relative_log_amplitude",
-    "sign_band_noise",
-    "similarity_grid",
-    "square_annulus_mask",
-    "to_image_space",
-    "token_layout",
-    "write_landscape_csv",
-]
+from keras_vit._export import moved
+
+__getattr__, __dir__, __all__ = lazy_loader.attach_stub(__name__, __file__)
+__getattr__ = moved(
+    __getattr__,
+    __name__,
+    {"model_family": "keras_vit.models.architectures.architecture_of"},
+)

@@ -16,10 +16,12 @@ from collections.abc import Iterator
 import keras
 import numpy as np
 
+from keras_vit._export import export
 from keras_vit.models.layout import LayoutError
 from keras_vit.models.layout import ViTLayout
 
 
+@export("keras_vit.analysis.token_layout")
 def token_layout(model: keras.Model) -> ViTLayout:
     """The layout of a keras_vit model with a fixed input size.
 
@@ -68,7 +70,21 @@ def to_numpy(value) -> np.ndarray:
     return np.asarray(keras.ops.convert_to_numpy(value))
 
 
+@export("keras_vit.analysis.batch_slices")
 def batch_slices(count: int, batch_size: int) -> Iterator[slice]:
+    """The slices that cut `count` items into batches of `batch_size` (the
+    last one shorter), as every analysis runs its images.
+
+    Raises:
+        ValueError: `batch_size` is not positive.
+
+    Example:
+
+    ```python
+    list(keras_vit.analysis.batch_slices(5, 2))
+    # [slice(0, 2), slice(2, 4), slice(4, 5)]
+    ```
+    """
     if int(batch_size) <= 0:
         raise ValueError(f"`batch_size` must be positive. Received: {batch_size}")
     for start in range(0, count, int(batch_size)):
@@ -109,9 +125,14 @@ class BlockWalker:
         self.model = model
         self.layout = token_layout(model)
         first = self.layout.block(0)
-        # Images -> the first block's input (B, N, D).
+        # Images -> the first block's input (B, N, D), and the patch
+        # coordinates `(N, 2)` of a model with rotary embeddings.
         inputs = model.inputs[0] if len(model.inputs) == 1 else model.inputs
-        self.stem = keras.Model(inputs, first.input, name="analysis_stem")
+        tokens = keras.tree.flatten(first.input)[0]  # not the coordinates
+        coordinates = getattr(self.layout, "rope_coordinates", None)
+        self.rotary = coordinates is not None
+        outputs = [tokens, coordinates.output] if self.rotary else tokens
+        self.stem = keras.Model(inputs, outputs, name="analysis_stem")
 
     def block(self, index: int) -> keras.layers.Layer:
         return self.layout.block(index)
@@ -126,14 +147,19 @@ class BlockWalker:
         """Yields one `BlockStep` per block, from block 0 to block `last`."""
         last = self.layout.depth - 1 if last is None else int(last)
         scores_for = set(scores_for)
-        x = self.stem(images, training=False)  # (B, N, D)
+        rope = {}
+        if self.rotary:
+            x, coordinates = self.stem(images, training=False)  # (B, N, D), (N, 2)
+            rope["rope"] = coordinates
+        else:
+            x = self.stem(images, training=False)  # (B, N, D)
         for index in range(last + 1):
             block = self.block(index)
             if after_attention or index in scores_for:
-                y, out = block(x, training=False, return_intermediates=True)
+                y, out = block(x, training=False, return_intermediates=True, **rope)
                 scores = out["scores"] if index in scores_for else None
                 middle = out["after_attention"] if after_attention else None
             else:
-                y, scores, middle = block(x, training=False), None, None
+                y, scores, middle = block(x, training=False, **rope), None, None
             yield BlockStep(index, x, y, scores, middle)
             x = y

@@ -16,12 +16,14 @@ from collections.abc import Iterator
 import keras
 import numpy as np
 
+from keras_vit._export import export
 from keras_vit.analysis._walk import BlockWalker
 from keras_vit.analysis._walk import batch_slices
 from keras_vit.analysis._walk import check_images
 from keras_vit.analysis._walk import resolve_blocks
 
 
+@export("keras_vit.analysis.attention_weights")
 def attention_weights(
     model: keras.Model,
     images,
@@ -64,6 +66,7 @@ def attention_weights(
     return {index: np.concatenate(maps) for index, maps in collected.items()}
 
 
+@export("keras_vit.analysis.iter_attention_weights")
 def iter_attention_weights(
     model: keras.Model,
     images,

@@ -6,8 +6,9 @@ log amplitude of each feature map's 2-D Fourier transform at a high
 frequency relative to frequency 0 (see `keras_vit.analysis.fourier`), and
 Fig. 9 the feature-map variance, which MSAs lower and convolutions raise.
 `depth_statistics` measures both on the named maps of
-`keras_vit.analysis._maps` (ViT blocks on the patch grid, CNN stem and
-blocks), so the three families go through the same code.
+`keras_vit.analysis.FeatureMaps` (ViT blocks on the patch grid, or the maps
+another model's layout names, e.g. a CNN's stem and blocks), so the three
+networks go through the same code.
 
 Feature-map variance has two definitions (`definition=` / `variance=`):
 
@@ -29,6 +30,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from keras_vit._export import export
 from keras_vit.analysis._maps import FeatureMaps
 from keras_vit.analysis._walk import batch_slices
 from keras_vit.analysis.fourier import DEFAULT_EPSILON
@@ -62,6 +64,7 @@ def _variance_sums(maps: np.ndarray) -> dict:
     }
 
 
+@export("keras_vit.analysis.map_variance")
 def map_variance(maps, definition: str = "spatial") -> float:
     """Feature-map variance, by the authors' definition or an alternative.
 
@@ -90,6 +93,7 @@ def map_variance(maps, definition: str = "spatial") -> float:
     return total / count
 
 
+@export("keras_vit.analysis.depth_statistics")
 def depth_statistics(
     model,
     images,

@@ -20,6 +20,7 @@ from collections.abc import Iterable
 import keras
 import numpy as np
 
+from keras_vit._export import export
 from keras_vit.analysis._walk import BlockWalker
 from keras_vit.analysis._walk import batch_slices
 from keras_vit.analysis._walk import check_images
@@ -27,6 +28,7 @@ from keras_vit.analysis._walk import resolve_blocks
 from keras_vit.utils import to_pair
 
 
+@export("keras_vit.analysis.patch_distances")
 def patch_distances(
     grid_size: tuple[int, int], stride: int | tuple[int, int]
 ) -> np.ndarray:
@@ -48,8 +50,42 @@ def patch_distances(
     return np.hypot(y[:, None] - y[None, :], x[:, None] - x[None, :])  # (P, P)
 
 
-def _distance_sums(scores, distances: np.ndarray, num_prefix_tokens: int):
-    """Per head: sum over images and queries of the mean distance, and count."""
+@export("keras_vit.analysis.attention_distance_sums")
+def attention_distance_sums(
+    scores, distances: np.ndarray, num_prefix_tokens: int = 0
+) -> tuple[np.ndarray, int]:
+    """The parts of a mean attention distance, to add up over batches.
+
+    For each head and each patch query, the mean distance to the patch keys
+    it attends to (attention renormalised over patches), summed over images
+    and queries; and the number of `(image, query)` pairs summed. Their
+    ratio is `mean_attention_distance`; sums of several batches (or of the
+    windows of windowed attention, flattened into the batch) give the mean
+    over all of them.
+
+    Args:
+        scores: Attention probabilities `(batch, heads, N, N)`, with
+            `N = num_prefix_tokens + P`.
+        distances: `(P, P)` distances between the patches, e.g.
+            `patch_distances(grid_size, stride)`.
+        num_prefix_tokens: Tokens before the patches, excluded as queries
+            and keys. Defaults to 0.
+
+    Returns:
+        `(sums (heads,), count)`.
+
+    Raises:
+        ValueError: scores of another shape, or a query that pays no
+            attention to any patch.
+
+    Example:
+
+    ```python
+    scores = np.full((1, 2, 4, 4), 0.25)  # 2 heads, uniform over 2x2 patches
+    sums, count = attention_distance_sums(scores, patch_distances((2, 2), 16))
+    sums / count  # (2,) pixels
+    ```
+    """
     scores = np.asarray(keras.ops.convert_to_numpy(scores), dtype="float64")
     patches = distances.shape[0]
     expected = num_prefix_tokens + patches
@@ -67,6 +103,7 @@ def _distance_sums(scores, distances: np.ndarray, num_prefix_tokens: int):
     return per_query.sum(axis=(0, 2)), per_query.shape[0] * per_query.shape[2]
 
 
+@export("keras_vit.analysis.mean_attention_distance")
 def mean_attention_distance(
     scores,
     grid_size: tuple[int, int],
@@ -96,10 +133,11 @@ def mean_attention_distance(
     ```
     """
     distances = patch_distances(grid_size, stride)
-    sums, count = _distance_sums(scores, distances, int(num_prefix_tokens))
+    sums, count = attention_distance_sums(scores, distances, int(num_prefix_tokens))
     return sums / count
 
 
+@export("keras_vit.analysis.attention_distances")
 def attention_distances(
     model: keras.Model,
     images,
@@ -137,7 +175,7 @@ def attention_distances(
     for part in batch_slices(len(images), batch_size):
         for step in walker.walk(images[part], last=indices[-1], scores_for=indices):
             if step.scores is not None:
-                block_sums, _ = _distance_sums(
+                block_sums, _ = attention_distance_sums(
                     step.scores, distances, layout.num_prefix_tokens
                 )
                 sums[step.index] = sums[step.index] + block_sums

@@ -31,11 +31,13 @@ accuracies = few_shot_evaluate(
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 from collections.abc import Sequence
 
 import keras
 import numpy as np
+import tensorflow as tf
 
 from keras_vit.data.datasets import check_disjoint
 from keras_vit.data.datasets import load_source
@@ -583,19 +585,12 @@ def _check_l2(l2) -> float | tuple[float, ...]:
 # -- the pools of an evaluation, from a dataset name ---------------------------
 def source_labels(source):
     """The labels of a source, in order, without decoding any image."""
-    import numpy as np
-
     labels = source.dataset.map(lambda image, label: label).batch(4096)
     return np.concatenate([np.asarray(batch) for batch in labels]).astype("int64")
 
 
 def select(source, indices):
     """The sub-source holding the elements at `indices` (in source order)."""
-    import dataclasses
-
-    import numpy as np
-    import tensorflow as tf
-
     keep = tf.constant(np.unique(indices), tf.int64)
 
     def wanted(index, element):
@@ -636,10 +631,6 @@ def few_shot_pools(
         in source order; `test` the test split (cut to `max_test_examples`);
         `subsets[t]` gives trial `t`'s `{shots: positions}` into `train`.
     """
-    import dataclasses
-
-    import numpy as np
-
     train_source = load_source(dataset, train_split, data_dir)
     labels = source_labels(train_source)
     draws = [sample_shots(labels, shots, seed + t) for t in range(trials)]

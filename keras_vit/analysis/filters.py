@@ -14,10 +14,12 @@ import dataclasses
 import keras
 import numpy as np
 
+from keras_vit._export import export
 from keras_vit.analysis._walk import to_numpy
 from keras_vit.models.layout import ViTLayout
 
 
+@export("keras_vit.analysis.PrincipalComponents")
 @dataclasses.dataclass(frozen=True)
 class PrincipalComponents:
     """Principal components of a patch-embedding kernel.
@@ -47,6 +49,7 @@ def _kernel(source) -> np.ndarray:
     return kernel
 
 
+@export("keras_vit.analysis.embedding_filters")
 def embedding_filters(source, num_components: int = 28) -> PrincipalComponents:
     """The first principal components of the patch-embedding filters.
 
@@ -91,6 +94,7 @@ def embedding_filters(source, num_components: int = 28) -> PrincipalComponents:
     )
 
 
+@export("keras_vit.analysis.components_as_rgb")
 def components_as_rgb(components) -> np.ndarray:
     """Scales each component to `[0, 1]` for display as an RGB patch.
 

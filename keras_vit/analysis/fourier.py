@@ -34,6 +34,7 @@ from __future__ import annotations
 import keras
 import numpy as np
 
+from keras_vit._export import export
 from keras_vit.analysis._walk import BlockWalker
 from keras_vit.analysis._walk import batch_slices
 from keras_vit.analysis._walk import check_images
@@ -89,6 +90,7 @@ def _diagonal(spectrum: np.ndarray, frequency: str = "authors") -> np.ndarray:
     return spectrum[rows, cols]
 
 
+@export("keras_vit.analysis.diagonal_frequencies")
 def diagonal_frequencies(
     height: int, width: int, frequency: str = "authors"
 ) -> np.ndarray:
@@ -114,6 +116,7 @@ def diagonal_frequencies(
     return np.stack([2.0 * rows / int(height), 2.0 * cols / int(width)], axis=1)
 
 
+@export("keras_vit.analysis.log_amplitude_spectrum")
 def log_amplitude_spectrum(maps, epsilon: float = DEFAULT_EPSILON) -> np.ndarray:
     """Mean log amplitude of the maps' 2-D Fourier transforms.
 
@@ -129,6 +132,7 @@ def log_amplitude_spectrum(maps, epsilon: float = DEFAULT_EPSILON) -> np.ndarray
     return _log_amplitude_sums(maps, epsilon) / (maps.shape[0] * maps.shape[3])
 
 
+@export("keras_vit.analysis.relative_log_amplitude")
 def relative_log_amplitude(
     maps, epsilon: float = DEFAULT_EPSILON, frequency: str = "authors"
 ) -> np.ndarray:
@@ -157,6 +161,7 @@ def relative_log_amplitude(
     return profile - profile[0]
 
 
+@export("keras_vit.analysis.high_frequency_log_amplitude")
 def high_frequency_log_amplitude(
     maps, epsilon: float = DEFAULT_EPSILON, frequency: str = "authors"
 ) -> float:
@@ -199,6 +204,7 @@ def token_map(tokens, grid_size: tuple[int, int], num_prefix_tokens: int) -> np.
     return tokens[:, num_prefix_tokens:].reshape(batch, *grid_size, dim)
 
 
+@export("keras_vit.analysis.feature_map_frequencies")
 def feature_map_frequencies(
     model: keras.Model,
     images,

@@ -65,6 +65,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from keras_vit._export import export
+
 L2_FORMS = ("norm", "squared")
 
 
@@ -123,6 +125,7 @@ def _check_l2(weight_decay, l2) -> float:
     return weight_decay
 
 
+@export("keras_vit.analysis.l2_term")
 def l2_term(variables, weight_decay: float, l2: str = "norm"):
     """The L2 term of the authors' protocol, as a scalar tensor.
 
@@ -297,6 +300,7 @@ def _check_settings(model, variables, top_k, max_iterations, weight_decay, l2):
     return variables
 
 
+@export("keras_vit.analysis.hessian_spectrum")
 def hessian_spectrum(
     model: keras.Model,
     batches: Iterable,
@@ -441,6 +445,7 @@ def _known_length(batches, num_batches):
     return int(num_batches) if length is None else min(int(num_batches), length)
 
 
+@export("keras_vit.analysis.hessian_eigenvalues")
 def hessian_eigenvalues(
     model: keras.Model,
     batches: Iterable,

@@ -58,9 +58,11 @@ from collections.abc import Iterable
 
 import keras
 import numpy as np
+import tensorflow as tf
 
 from keras_vit import atomic
 from keras_vit import paths
+from keras_vit._export import export
 from keras_vit.analysis.hessian import default_loss
 from keras_vit.models import layout as names
 
@@ -123,6 +125,7 @@ def _normalize(direction, weight, axes, normalization):
     return weight_norm / (direction_norm + 1e-7) * direction
 
 
+@export("keras_vit.analysis.filter_normalized_directions")
 def filter_normalized_directions(
     model: keras.Model,
     count: int = 2,
@@ -314,6 +317,7 @@ def _grid(values, name):
     return np.linspace(low, high, points)
 
 
+@export("keras_vit.analysis.loss_landscape")
 def loss_landscape(
     model: keras.Model,
     batches: Iterable,
@@ -502,8 +506,6 @@ def _check_directions(directions, weights):
 
 
 def _predictor(model):
-    import tensorflow as tf
-
     @tf.function(reduce_retracing=True)
     def predict(inputs):
         return model(inputs, training=False)
@@ -513,7 +515,6 @@ def _predictor(model):
 
 def _evaluate(predict, batches, loss, transform, cache, from_logits):
     """One grid point's metrics over every batch."""
-    import tensorflow as tf
 
     def stream():
         if cache:
@@ -559,6 +560,7 @@ def _softmax(logits):
     return weights / weights.sum(axis=-1, keepdims=True)
 
 
+@export("keras_vit.analysis.write_landscape_csv")
 def write_landscape_csv(result: dict, path: str, header: bool = False) -> str:
     """Writes a landscape's rows as the authors' CSV, whole or not at all.
 
@@ -586,6 +588,7 @@ def _csv_text(rows, header: bool = False) -> str:
     return "\n".join(lines) + "\n"
 
 
+@export("keras_vit.analysis.read_landscape_csv")
 def read_landscape_csv(path: str) -> dict:
     """Reads a landscape CSV (ours or the authors'), with or without header.
 

@@ -46,6 +46,7 @@ from __future__ import annotations
 import keras
 import numpy as np
 
+from keras_vit._export import export
 from keras_vit.analysis._walk import batch_slices
 
 PROTOCOLS = ("authors", "equal_energy")
@@ -79,6 +80,7 @@ def _centred_square(size: int, radius: float) -> np.ndarray:
     return (k >= -half) & (k <= half - 1)
 
 
+@export("keras_vit.analysis.square_annulus_mask")
 def square_annulus_mask(
     height: int, width: int, frequency: float, half_width: float = AUTHORS_WIDTH
 ) -> np.ndarray:
@@ -123,6 +125,7 @@ def effective_filter(mask: np.ndarray) -> np.ndarray:
     return (mask + mirrored) / 2
 
 
+@export("keras_vit.analysis.sign_band_noise")
 def sign_band_noise(
     shape: tuple[int, int, int, int],
     frequency: float,
@@ -167,6 +170,7 @@ def radial_frequency(height: int, width: int) -> np.ndarray:
     return 2.0 * np.sqrt(fy**2 + fx**2)
 
 
+@export("keras_vit.analysis.frequency_bands")
 def frequency_bands(num_bands: int = 10) -> list[tuple[float, float]]:
     """Splits `[0, 1]` (0 to π) into `num_bands` equal bands."""
     if int(num_bands) < 1:
@@ -190,6 +194,7 @@ def band_mask(height: int, width: int, band: tuple[float, float]) -> np.ndarray:
     return mask
 
 
+@export("keras_vit.analysis.band_limited_noise")
 def band_limited_noise(
     shape: tuple[int, int, int, int],
     band: tuple[float, float],
@@ -259,6 +264,7 @@ def _resolve_protocol(protocol, authors: dict, equal_energy: dict) -> str:
     return protocol
 
 
+@export("keras_vit.analysis.noise_robustness")
 def noise_robustness(
     model: keras.Model,
     images,

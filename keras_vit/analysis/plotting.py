@@ -56,11 +56,30 @@ def _matplotlib():
     return Figure, FigureCanvasAgg
 
 
-def _new_figure(width: float, height: float, caption: str, axis_labels: bool = True):
+def new_figure(width: float, height: float, caption: str, axis_labels: bool = True):
     """A figure of `width x height` inches of plot, plus room for the caption.
 
-    `axis_labels` leaves room for tick and axis labels under the plot; image
-    grids without axes need none.
+    The figure every `plot_*` function draws on: a
+    `matplotlib.figure.Figure` on the Agg canvas (no pyplot state), its
+    caption wrapped to the width and drawn under the plot, and its subplot
+    area placed above the caption. Add axes with `figure.add_subplot` and
+    return `CaptionedFigure(figure, caption)`.
+
+    Args:
+        width: Width of the plot, in inches.
+        height: Height of the plot, in inches, without the caption.
+        caption: The caption text.
+        axis_labels: Leave room for tick and axis labels under the plot;
+            image grids without axes need none. Defaults to `True`.
+
+    Example:
+
+    ```python
+    figure = plotting.new_figure(4.6, 3.0, "Loss by epoch.")
+    axes = figure.add_subplot(1, 1, 1)
+    axes.plot([1.0, 0.5, 0.3])
+    plotting.save_figure(plotting.CaptionedFigure(figure, "Loss by epoch."), "loss.png")
+    ```
     """
     figure_class, canvas_class = _matplotlib()
     lines = textwrap.wrap(caption, max(40, int(width * _CHARS_PER_INCH)))
@@ -145,7 +164,7 @@ def plot_attention_heads(
         f"Attention weights{where}: for each of the {heads} heads, how much "
         f"{query} attends to each patch (brighter = more). Left: the input."
     )
-    figure = _new_figure(1.6 * (heads + 1), 1.7, caption, axis_labels=False)
+    figure = new_figure(1.6 * (heads + 1), 1.7, caption, axis_labels=False)
     axes = figure.subplots(1, heads + 1)
     low, high = value_range
     shown = np.clip((np.asarray(image, "float32") - low) / (high - low), 0, 1)
@@ -181,7 +200,7 @@ def plot_rollout(images, overlays, titles: list[str] | None = None) -> Captioned
         "residual, rows renormalised), resized to the image. Top: input; "
         "bottom: rollout over the input (bright = attended)."
     )
-    figure = _new_figure(1.3 * count + 0.2, 2.6, caption, axis_labels=False)
+    figure = new_figure(1.3 * count + 0.2, 2.6, caption, axis_labels=False)
     axes = figure.subplots(2, count, squeeze=False)
     for column in range(count):
         axes[0, column].imshow(images[column])
@@ -214,7 +233,7 @@ def plot_attention_distance(
         f"Head mean: {first:.1f} px in block {blocks[0]}, {last:.1f} px in "
         f"block {blocks[-1]}."
     )
-    figure = _new_figure(4.6, 3.0, caption)
+    figure = new_figure(4.6, 3.0, caption)
     ax = figure.subplots()
     for row, block in zip(distances, blocks, strict=True):
         ax.scatter(np.full(len(row), block), row, s=14, alpha=0.8)
@@ -241,7 +260,7 @@ def plot_position_similarity(similarity) -> CaptionedFigure:
         "patches in the same row or column are similar when the 1-D table "
         "has learned the 2-D layout."
     )
-    figure = _new_figure(4.8, 3.8, caption)
+    figure = new_figure(4.8, 3.8, caption)
     figure.subplots_adjust(right=0.8)  # room for the colour bar and its label
     ax = figure.subplots()
     shown = ax.imshow(grid, cmap="viridis", vmin=-1, vmax=1)
@@ -274,7 +293,7 @@ def plot_embedding_filters(
         f"[0, 1], largest variance first; together they explain {share:.0%} "
         "of the filters' variance."
     )
-    figure = _new_figure(
+    figure = new_figure(
         max(0.55 * columns + 0.4, 4.0), 0.55 * rows + 0.2, caption, axis_labels=False
     )
     axes = figure.subplots(rows, columns, squeeze=False)
@@ -315,7 +334,7 @@ def plot_fourier(result: dict) -> CaptionedFigure:
         f"{last} ({definition}); Park & Kim find attention (MSA) lowers it "
         "(low-pass) and MLPs raise it."
     )
-    figure = _new_figure(7.5, 3.0, caption)
+    figure = new_figure(7.5, 3.0, caption)
     left, right = figure.subplots(1, 2)
     figure.subplots_adjust(wspace=0.35)
     colours = _colormap("plasma")(np.linspace(0, 0.9, len(profiles)))
@@ -372,7 +391,7 @@ def plot_hessian_spectrum(eigenvalues) -> CaptionedFigure:
         f"Largest: {eigenvalues[:, 0].max():.3g}; {negative} negative "
         f"(non-convexity). Near-zero values mean a flat loss landscape.{loss}"
     )
-    figure = _new_figure(4.6, 3.0, caption)
+    figure = new_figure(4.6, 3.0, caption)
     ax = figure.subplots()
     ax.hist(
         eigenvalues.reshape(-1), bins=max(10, min(40, eigenvalues.size)), color="C0"
@@ -415,7 +434,7 @@ def plot_noise_robustness(result: dict) -> CaptionedFigure:
             "band of radial frequencies, is added. Park & Kim find ViTs hurt "
             "more by low-frequency noise."
         )
-    figure = _new_figure(4.6, 3.0, caption)
+    figure = new_figure(4.6, 3.0, caption)
     ax = figure.subplots()
     if authors:
         ax.plot(centres, drop, marker="o", ms=3, color="C3")
@@ -459,7 +478,7 @@ def plot_loss_landscape(result: dict, title: str | None = None) -> CaptionedFigu
         f"{loss[centre]:.4g}, accuracy {result['accuracy'][centre]:.1%}. A "
         "flatter bowl is a flatter landscape."
     )
-    figure = _new_figure(7.5, 3.4, caption)
+    figure = new_figure(7.5, 3.4, caption)
     surface = figure.add_subplot(1, 2, 1, projection="3d")
     colours = _colormap("plasma")(
         (relative - np.nanmin(relative)) / max(np.nanmax(relative), 1e-12)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import keras
 import numpy as np
 
+from keras_vit._export import export
 from keras_vit.analysis._walk import to_numpy
 from keras_vit.models.layout import ViTLayout
 from keras_vit.utils import to_pair
@@ -43,6 +44,7 @@ def _embedding_table(source, grid_size, num_prefix_tokens):
     return table[int(num_prefix_tokens) :], (grid_h, grid_w)
 
 
+@export("keras_vit.analysis.position_embedding_similarity")
 def position_embedding_similarity(
     source,
     grid_size: int | tuple[int, int] | None = None,
@@ -78,6 +80,7 @@ def position_embedding_similarity(
     return similarity.reshape(grid_h, grid_w, grid_h, grid_w)
 
 
+@export("keras_vit.analysis.similarity_grid")
 def similarity_grid(similarity, pad: int = 1, fill: float = np.nan) -> np.ndarray:
     """Lays out `(h, w, h, w)` similarities as one grid-of-grids image.
 

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 import keras
 import numpy as np
 
+from keras_vit._export import export
 from keras_vit.analysis._walk import BlockWalker
 from keras_vit.analysis._walk import batch_slices
 from keras_vit.analysis._walk import check_images
@@ -53,6 +54,7 @@ def fuse_heads(scores, head_fusion: str = "mean", residual: bool = True) -> np.n
     return fused / fused.sum(axis=-1, keepdims=True)
 
 
+@export("keras_vit.analysis.attention_rollout")
 def attention_rollout(
     attentions: Sequence, head_fusion: str = "mean", residual: bool = True
 ) -> np.ndarray:
@@ -85,6 +87,7 @@ def attention_rollout(
     return rollout
 
 
+@export("keras_vit.analysis.output_token_map")
 def output_token_map(
     rollout,
     grid_size: tuple[int, int],
@@ -129,6 +132,7 @@ def output_token_map(
     return row[:, num_prefix_tokens:].reshape(-1, grid_h, grid_w)
 
 
+@export("keras_vit.analysis.attention_rollout_maps")
 def attention_rollout_maps(
     model: keras.Model,
     images,
@@ -176,6 +180,7 @@ def attention_rollout_maps(
     return np.concatenate(maps)
 
 
+@export("keras_vit.analysis.to_image_space")
 def to_image_space(maps, image_size: tuple[int, int]) -> np.ndarray:
     """Resizes `(batch, h, w)` patch maps to `(batch, height, width)` pixels.
 
@@ -207,6 +212,7 @@ def colorize(values) -> np.ndarray:
     return _RAMP[low] * (1 - frac) + _RAMP[low + 1] * frac
 
 
+@export("keras_vit.analysis.overlay")
 def overlay(
     image,
     heatmap,

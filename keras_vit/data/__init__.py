@@ -26,54 +26,6 @@ dataset = data.train_dataset(
 ```
 """
 
-from keras_vit.data.augment import Augmentation
-from keras_vit.data.augment import BatchMixer
-from keras_vit.data.augment import inception_crop
-from keras_vit.data.augment import train_transform
-from keras_vit.data.datasets import DatasetError
-from keras_vit.data.datasets import ImageSource
-from keras_vit.data.datasets import check_disjoint
-from keras_vit.data.datasets import digits
-from keras_vit.data.datasets import image_folder
-from keras_vit.data.datasets import load_source
-from keras_vit.data.datasets import parse_split
-from keras_vit.data.datasets import tfds_source
-from keras_vit.data.pipeline import eval_dataset
-from keras_vit.data.pipeline import full_batches
-from keras_vit.data.pipeline import per_replica_batch_size
-from keras_vit.data.pipeline import train_dataset
-from keras_vit.data.randaugment import RANDAUGMENT_OPS
-from keras_vit.data.randaugment import RandAugment
-from keras_vit.data.transforms import decode_image
-from keras_vit.data.transforms import eval_resize
-from keras_vit.data.transforms import normalize
-from keras_vit.data.transforms import prepare_image
-from keras_vit.data.transforms import resize_and_crop
-from keras_vit.data.transforms import to_model_range
+import lazy_loader
 
-__all__ = [
-    "Augmentation",
-    "BatchMixer",
-    "DatasetError",
-    "ImageSource",
-    "RANDAUGMENT_OPS",
-    "RandAugment",
-    "check_disjoint",
-    "decode_image",
-    "digits",
-    "eval_dataset",
-    "eval_resize",
-    "normalize",
-    "prepare_image",
-    "resize_and_crop",
-    "full_batches",
-    "image_folder",
-    "inception_crop",
-    "load_source",
-    "parse_split",
-    "per_replica_batch_size",
-    "tfds_source",
-    "to_model_range",
-    "train_dataset",
-    "train_transform",
-]
+__getattr__, __dir__, __all__ = lazy_loader.attach_stub(__name__, __file__)

@@ -24,9 +24,11 @@ import numbers
 import keras
 import tensorflow as tf
 
+from keras_vit._export import export
 from keras_vit.utils import to_pair
 
 
+@export("keras_vit.data.Augmentation")
 @dataclasses.dataclass(frozen=True)
 class Augmentation:
     """The training augmentation of `keras_vit.data.train_dataset`.
@@ -101,6 +103,7 @@ class Augmentation:
         return bool(self.mixup_alpha or self.cutmix_factor)
 
 
+@export("keras_vit.data.inception_crop")
 def inception_crop(
     image: tf.Tensor,
     seed: tf.Tensor,
@@ -141,6 +144,7 @@ def inception_crop(
     return crop
 
 
+@export("keras_vit.data.train_transform")
 def train_transform(
     image: tf.Tensor,
     seed: tf.Tensor,
@@ -172,6 +176,7 @@ def train_transform(
     return tf.cast(image, tf.float32)
 
 
+@export("keras_vit.data.BatchMixer")
 class BatchMixer:
     """MixUp and/or CutMix on batches of images and one-hot labels.
 

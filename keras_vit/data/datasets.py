@@ -11,19 +11,20 @@ Dataset names understood by `load_source`:
 - `"digits"`: scikit-learn's bundled handwritten digits (1,797 real 8x8
   grayscale images, 10 classes). Needs no download; the default of the
   README's main command.
-- `"glyphs"`: typeset digits over patches of scikit-learn's bundled photos,
-  rendered at 32x32 with real high-frequency content (10 classes, 10,000
-  train and 2,000 test images, deterministic, generated in memory without a
-  download); registered by the Park & Kim wing, `keras_vit.parkkim.glyphs`
-  (`import keras_vit` imports it). Other names come the same way, through
-  `register_source`.
+- a name a plug-in registers (`register_source`, `keras_vit.plugins`),
+  e.g. `"glyphs"`, the Park & Kim wing's typeset digits over photo patches
+  (`keras_vit.parkkim.glyphs`). A name that is neither built in nor
+  prefixed loads the installed plug-ins before it is taken for a TFDS name.
 - `"folder:PATH"`: one sub-folder of images per class, the conventions of
   `keras.utils.image_dataset_from_directory`, either directly in `PATH` or
   in split sub-folders (`PATH/train/<class>/`, `PATH/test/<class>/`).
   Every split numbers its classes as the `train` split does, by name.
   Files that are not images TensorFlow decodes are skipped and listed
-  (`source.skipped`). `PATH` may be a URL (`folder:gs://bucket/flowers`)
-  of any file system `tf.io.gfile` has (`keras_vit.paths`).
+  (`source.skipped`), as are entries that are not regular files (a FIFO,
+  a socket or a device with an image extension, which reading would wait
+  on or stream forever; a broken link). `PATH` may be a URL
+  (`folder:gs://bucket/flowers`) of any file system `tf.io.gfile` has
+  (`keras_vit.paths`).
 - anything else, optionally prefixed `"tfds:"`: a TensorFlow Datasets name
   such as `"cifar10"`, `"oxford_iiit_pet"` or `"imagenet2012"`, read from the
   user's `data_dir`. A dataset that is not prepared there fails at once
@@ -55,17 +56,22 @@ Splits never overlap silently:
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import logging
 import os
 import shutil
 import socket
 import threading
+from collections.abc import Callable
+from stat import S_ISREG
 
 import numpy as np
 import tensorflow as tf
 
 from keras_vit import paths
+from keras_vit import plugins
+from keras_vit._export import export
 from keras_vit.data.source import ImageSource
 from keras_vit.data.source import check_percentages
 from keras_vit.data.source import parse_split
@@ -95,6 +101,7 @@ _PROBE_ADDRESS = ("storage.googleapis.com", 443)
 _PROBE_TIMEOUT_S = 3.0
 
 
+@export("keras_vit.data.DatasetError")
 class DatasetError(ValueError, RuntimeError):
     """A dataset that cannot be read: unknown, not prepared and impossible to
     download, or failing to load.
@@ -105,19 +112,34 @@ class DatasetError(ValueError, RuntimeError):
     """
 
 
-# Datasets known by one name: `name -> (split -> ImageSource)`. Built in:
-# "digits"; a wing adds its own (`keras_vit.parkkim` adds "glyphs") with
-# `register_source`.
-NAMED_SOURCES: dict = {}
+@dataclasses.dataclass(frozen=True)
+class NamedSource:
+    """A dataset known by one name (`register_source`).
+
+    Attributes:
+        load: `split -> ImageSource` (a split such as `"train[:90%]"`).
+        test_split: The split a classifier is evaluated on when no split is
+            named (`keras-vit validate` without `--split`).
+    """
+
+    load: Callable[[str], ImageSource]
+    test_split: str = "test"
 
 
-def register_source(name: str, load) -> None:
+# Datasets known by one name. Built in: "digits"; a plug-in adds its own
+# with `register_source`.
+NAMED_SOURCES: dict[str, NamedSource] = {}
+
+
+def register_source(name: str, load, *, test_split: str = "test") -> None:
     """Makes `load_source(name, split)` call `load(split)`.
 
     Args:
         name: The dataset's name, as configs and `--data` give it; not one
             of the prefixed kinds (`folder:`, `tfds:`).
         load: `split -> ImageSource` (a split such as `"train[:90%]"`).
+        test_split: The split to evaluate a classifier on when none is
+            named. Defaults to `"test"`.
 
     Example:
 
@@ -126,13 +148,33 @@ def register_source(name: str, load) -> None:
     load_source("glyphs", "test").num_classes  # 10
     ```
     """
-    if ":" in name or not name:
+    if not isinstance(name, str) or ":" in name or not name:
         raise ValueError(
             f"A dataset name has no ':' and is not empty. Received: {name!r}"
         )
-    NAMED_SOURCES[name] = load
+    NAMED_SOURCES[name] = NamedSource(load, test_split)
 
 
+def named_source(name: str) -> NamedSource | None:
+    """The dataset registered as `name`, or `None` (a prefixed name, or a
+    TFDS name).
+
+    A name that is not registered yet loads the installed plug-ins first
+    (`keras_vit.plugins.load_plugins`): it may be one of theirs.
+
+    Example:
+
+    ```python
+    named_source("digits").test_split  # 'test'
+    named_source("folder:flowers")  # None
+    ```
+    """
+    if name not in NAMED_SOURCES and name and ":" not in name:
+        plugins.load_plugins()
+    return NAMED_SOURCES.get(name)
+
+
+@export("keras_vit.data.load_source")
 def load_source(
     dataset: str,
     split: str,
@@ -144,8 +186,8 @@ def load_source(
     """Returns the `ImageSource` named by `dataset` and `split`.
 
     Args:
-        dataset: `"digits"`, `"glyphs"`, `"folder:PATH"`, or a TFDS name (optionally
-            `"tfds:NAME"`). See the module docstring.
+        dataset: `"digits"`, a name a plug-in registers, `"folder:PATH"`, or
+            a TFDS name (optionally `"tfds:NAME"`). See the module docstring.
         split: A split name with an optional slice, e.g. `"train[:90%]"`.
         data_dir: TFDS data directory. Defaults to TFDS's own default
             (`~/tensorflow_datasets` or `$TFDS_DATA_DIR`).
@@ -167,14 +209,16 @@ def load_source(
     """
     if not isinstance(dataset, str) or not dataset:
         raise ValueError(f"`dataset` must be a non-empty string. Received: {dataset!r}")
-    if dataset in NAMED_SOURCES:
-        return NAMED_SOURCES[dataset](split)
+    named = named_source(dataset)
+    if named is not None:
+        return named.load(split)
     if dataset.startswith("folder:"):
         return image_folder(dataset[len("folder:") :], split, split_seed=split_seed)
     name = dataset[len("tfds:") :] if dataset.startswith("tfds:") else dataset
     return tfds_source(name, split, data_dir=data_dir, download=download, seed=seed)
 
 
+@export("keras_vit.data.digits")
 def digits(split: str = "train") -> ImageSource:
     """The handwritten digits bundled with scikit-learn, as an `ImageSource`.
 
@@ -218,6 +262,7 @@ def digits(split: str = "train") -> ImageSource:
     )
 
 
+@export("keras_vit.data.image_folder")
 def image_folder(
     directory: str, split: str = "train", validate: bool = True, split_seed: int = 0
 ) -> ImageSource:
@@ -249,7 +294,11 @@ def image_folder(
     decodes); the ones that fail are left out, logged once by path and
     listed in `ImageSource.skipped`, as are the files of a class folder
     that are not images of a format TensorFlow decodes (e.g. `.tiff`,
-    `.txt`; hidden files such as `.DS_Store` aside). A file that passes the
+    `.txt`; hidden files such as `.DS_Store` aside). Only regular files (and
+    links to them) are read: a FIFO, socket or device node, or a broken
+    link, is left out whatever its name and `validate`, logged once by path
+    as not a regular file and listed in `ImageSource.skipped` (reading a
+    FIFO would wait forever for a writer). A file that passes the
     check yet fails to decode is dropped (and logged) by `train_dataset`,
     whose epochs keep their length, and stops `eval_dataset`, whose results
     would otherwise cover fewer images than the split holds.
@@ -287,8 +336,8 @@ def image_folder(
             f"Image folder {root!r} has no class sub-folders. Expected "
             "PATH/<class_name>/<image files>."
         )
-    images, others = _list_class_files(root, own_classes)
-    _check_no_empty_class(root, split, images, others)
+    images, others, special = _list_class_files(root, own_classes)
+    _check_no_empty_class(root, split, images, others, special)
     class_names = _training_classes(directory, root, split, own_classes)
     label_of = {name: index for index, name in enumerate(class_names)}
     image_paths = [path for name in own_classes for path in images[name]]
@@ -308,6 +357,13 @@ def image_folder(
         _check_readable_classes(root, split, images, found)
     skipped += [path for name in own_classes for path in others[name]]
     _report_skipped(root, skipped)
+    not_regular = [path for name in own_classes for path in special[name]]
+    _report_skipped(
+        root,
+        not_regular,
+        "are not regular files (a FIFO, a socket, a device or a broken link)",
+    )
+    skipped += not_regular
     if len(index) == 0:
         raise ValueError(f"No readable images in split {split!r} of {root!r}.")
     files = np.asarray(image_paths)[index]
@@ -398,36 +454,67 @@ def _training_classes(
 
 
 def _list_class_files(root: str, class_names: list[str]):
-    """`({class: image paths}, {class: other files})`, each sorted.
+    """`({class: image paths}, {class: other files}, {class: not regular})`,
+    each sorted.
 
-    Image paths are the files with one of `IMAGE_EXTENSIONS`; other files
-    are the rest, hidden files (`.DS_Store`, ...) aside.
+    Image paths are the regular files with one of `IMAGE_EXTENSIONS`; other
+    files are the rest, hidden files (`.DS_Store`, ...) aside; entries that
+    are not regular files (FIFOs, sockets, devices, broken links; links are
+    followed) are listed apart, never to be opened (hidden ones too when
+    their extension is an image's).
     """
-    images, others = {}, {}
+    images, others, special = {}, {}, {}
     for class_name in class_names:
         found, other = images[class_name], others[class_name] = [], []
+        odd = special[class_name] = []
         for dirpath, dirnames, filenames in paths.walk(os.path.join(root, class_name)):
             dirnames.sort()
             for filename in sorted(filenames):
                 path = os.path.join(dirpath, filename)
-                if filename.lower().endswith(IMAGE_EXTENSIONS):
+                is_image = filename.lower().endswith(IMAGE_EXTENSIONS)
+                if not is_image and filename.startswith("."):
+                    continue
+                if not _is_regular_file(path):
+                    odd.append(path)
+                elif is_image:
                     found.append(path)
-                elif not filename.startswith("."):
+                else:
                     other.append(path)
-    return images, others
+    return images, others, special
 
 
-def _check_no_empty_class(root, split, images, others) -> None:
+def _is_regular_file(path: str) -> bool:
+    """Whether `path` is a regular file, links followed (a URL always is).
+
+    A FIFO named `x.png` would block the first read of it forever (no
+    writer ever comes), and a device could stream without end: the folder
+    reader opens regular files only.
+    """
+    if paths.is_url(path):
+        return True
+    try:
+        return S_ISREG(os.stat(path).st_mode)
+    except OSError:  # A broken link, or removed since it was listed.
+        return False
+
+
+def _check_no_empty_class(root, split, images, others, special) -> None:
     """Raises, naming the class folders that hold no image file."""
     empty = [name for name, paths in images.items() if not paths]
     if not empty:
         return
     other = [os.path.relpath(p, root) for name in empty for p in others[name]]
+    odd = [os.path.relpath(p, root) for name in empty for p in special[name]]
     note = (
         f"; they hold only files of other formats, e.g. {', '.join(other[:3])}"
         if other
         else ""
     )
+    if odd:
+        note += (
+            f"{'; and' if other else '; they hold only'} entries that are not "
+            f"regular files, e.g. {', '.join(odd[:3])}"
+        )
     raise ValueError(
         f"Image folder {root!r}, split {split!r}: class folder(s) "
         f"{', '.join(empty)} hold no image file ({', '.join(IMAGE_EXTENSIONS)})"
@@ -457,6 +544,7 @@ def _check_readable_classes(root, split, images, found) -> None:
         )
 
 
+@export("keras_vit.data.tfds_source")
 def tfds_source(
     name: str,
     split: str,
@@ -672,10 +760,12 @@ def _is_readable_image(path: str) -> bool:
     from PIL import Image
 
     try:
-        stat = paths.stat(path)
+        info = paths.stat(path)
     except OSError:
         return False
-    key = (path, stat.st_size, stat.st_mtime_ns)
+    if not paths.is_url(path) and not S_ISREG(info.st_mode):
+        return False  # Never opened: a FIFO would block (see _is_regular_file).
+    key = (path, info.st_size, info.st_mtime_ns)
     if key not in _READABLE:
         try:
             with paths.open_file(path, "rb") as file, Image.open(file) as image:
@@ -686,7 +776,11 @@ def _is_readable_image(path: str) -> bool:
     return _READABLE[key]
 
 
-def _report_skipped(root: str, skipped: list[str]) -> None:
+def _report_skipped(
+    root: str,
+    skipped: list[str],
+    why: str = "are not readable images of a format TensorFlow decodes",
+) -> None:
     """Logs, in one line, the skipped files not reported before."""
     new = [path for path in skipped if path not in _REPORTED]
     if new:
@@ -694,15 +788,16 @@ def _report_skipped(root: str, skipped: list[str]) -> None:
         shown = ", ".join(os.path.relpath(path, root) for path in new[:_MAX_LOGGED])
         more = len(new) - _MAX_LOGGED
         logger.warning(
-            "Skipped %d file(s) under %s that are not readable images of a "
-            "format TensorFlow decodes: %s%s",
+            "Skipped %d file(s) under %s that %s: %s%s",
             len(new),
             root,
+            why,
             shown,
             f" and {more} more (all in ImageSource.skipped)" if more > 0 else "",
         )
 
 
+@export("keras_vit.data.check_disjoint")
 def check_disjoint(a: ImageSource, b: ImageSource) -> None:
     """Raises when two sources share an example (e.g. train and test), or
     number their classes differently.

@@ -33,6 +33,7 @@ import os
 
 import tensorflow as tf
 
+from keras_vit._export import export
 from keras_vit.data import augment
 from keras_vit.data.augment import Augmentation
 from keras_vit.data.randaugment import RandAugment
@@ -50,6 +51,7 @@ _GRAPH_SEED = 87_178_291
 _RANDAUGMENT_STREAM = 0x5A4D  # Folded into an example's seed for RandAugment.
 
 
+@export("keras_vit.data.per_replica_batch_size")
 def per_replica_batch_size(global_batch_size: int, num_replicas: int) -> int:
     """The batch each replica computes on: `global_batch_size / num_replicas`.
 
@@ -86,6 +88,7 @@ def per_replica_batch_size(global_batch_size: int, num_replicas: int) -> int:
     return global_batch_size // num_replicas
 
 
+@export("keras_vit.data.full_batches")
 def full_batches(num_examples: int, global_batch_size: int) -> int:
     """Full global batches in one pass over `num_examples` (the rest is dropped)."""
     steps = int(num_examples) // int(global_batch_size)
@@ -97,6 +100,7 @@ def full_batches(num_examples: int, global_batch_size: int) -> int:
     return steps
 
 
+@export("keras_vit.data.train_dataset")
 def train_dataset(
     source: ImageSource,
     *,
@@ -357,6 +361,7 @@ def batch_and_mix(dataset, batch_size, augmentation, seed):
     return dataset
 
 
+@export("keras_vit.data.eval_dataset")
 def eval_dataset(
     source: ImageSource,
     *,

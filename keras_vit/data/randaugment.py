@@ -59,6 +59,8 @@ from collections.abc import Sequence
 
 import tensorflow as tf
 
+from keras_vit._export import export
+
 RANDAUGMENT_OPS = (
     "Identity",
     "AutoContrast",
@@ -76,6 +78,7 @@ RANDAUGMENT_OPS = (
     "TranslateY",
     "SolarizeAdd",
 )
+export("keras_vit.data.RANDAUGMENT_OPS").constant(__name__, "RANDAUGMENT_OPS")
 """The default operations: the paper's 14 plus SolarizeAdd, as AugReg uses."""
 
 FILL_VALUE = 128.0
@@ -91,6 +94,7 @@ _GRAY_WEIGHTS = (0.299, 0.587, 0.114)  # ITU-R 601-2 luma, as PIL; sums to 1.
 _INTERPOLATIONS = ("nearest", "bilinear")
 
 
+@export("keras_vit.data.RandAugment")
 class RandAugment:
     """RandAugment for single images, seeded per image.
 

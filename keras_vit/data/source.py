@@ -31,9 +31,12 @@ import re
 import numpy as np
 import tensorflow as tf
 
+from keras_vit._export import export
+
 _SPLIT_PATTERN = re.compile(r"^(\w+)(?:\[(-?\d*)(%?):(-?\d*)(%?)\])?$")
 
 
+@export("keras_vit.data.ImageSource")
 @dataclasses.dataclass(frozen=True)
 class ImageSource:
     """A labelled collection of images, before any preprocessing.
@@ -86,6 +89,7 @@ class ImageSource:
     ranges: tuple[tuple[str, str, int, int], ...] = ()
 
 
+@export("keras_vit.data.parse_split")
 def parse_split(split: str) -> tuple[str, str | None, str | None]:
     """Splits `"train[10:90%]"` into `("train", "10", "90%")`.
 

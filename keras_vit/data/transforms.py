@@ -31,11 +31,13 @@ from __future__ import annotations
 
 import tensorflow as tf
 
+from keras_vit._export import export
 from keras_vit.models.preprocessing import Preprocessing
 from keras_vit.models.preprocessing import as_preprocessing
 from keras_vit.utils import to_pair
 
 
+@export("keras_vit.data.decode_image")
 def decode_image(contents: tf.Tensor | bytes) -> tf.Tensor:
     """Decodes one encoded image to a `uint8` RGB tensor.
 
@@ -83,6 +85,7 @@ def decode_image(contents: tf.Tensor | bytes) -> tf.Tensor:
     return image
 
 
+@export("keras_vit.data.to_model_range")
 def to_model_range(images: tf.Tensor) -> tf.Tensor:
     """Maps pixel values in `[0, 255]` to `[-1, 1]`: `(x - 127.5) / 127.5`.
 
@@ -103,6 +106,7 @@ def to_model_range(images: tf.Tensor) -> tf.Tensor:
     return (images - 127.5) / 127.5
 
 
+@export("keras_vit.data.eval_resize")
 def eval_resize(
     image: tf.Tensor,
     image_size: int | tuple[int, int],
@@ -173,6 +177,7 @@ def _central_crop(image: tf.Tensor, aspect: float, fraction: float) -> tf.Tensor
     return tf.image.crop_to_bounding_box(image, top, left, window_h, window_w)
 
 
+@export("keras_vit.data.normalize")
 def normalize(images: tf.Tensor, preprocessing: Preprocessing | None) -> tf.Tensor:
     """Maps `[0, 255]` pixels to a model's inputs: `(x / 255 - mean) / std`.
 
@@ -218,6 +223,7 @@ def normalize(images: tf.Tensor, preprocessing: Preprocessing | None) -> tf.Tens
     return images * scale + offset
 
 
+@export("keras_vit.data.resize_and_crop")
 def resize_and_crop(
     image: tf.Tensor,
     preprocessing: Preprocessing | None,
@@ -299,6 +305,7 @@ def resize_and_crop(
     return _center_crop(resized, out_h, out_w)
 
 
+@export("keras_vit.data.prepare_image")
 def prepare_image(
     image: tf.Tensor,
     preprocessing: Preprocessing | None,

@@ -11,24 +11,6 @@ export(model, "saved_models/vit_b16/1", class_names=names)
 ```
 """
 
-from keras_vit.export.onnx import export_onnx
-from keras_vit.export.savedmodel import export
-from keras_vit.export.signatures import FEATURES
-from keras_vit.export.signatures import SERVING_BYTES
-from keras_vit.export.signatures import SERVING_DEFAULT
-from keras_vit.export.signatures import SERVING_FLOAT
-from keras_vit.export.signatures import SIGNATURE_NAMES
-from keras_vit.export.tflite import export_tflite
-from keras_vit.export.warmup import WARMUP_FILE
+import lazy_loader
 
-__all__ = [
-    "FEATURES",
-    "SERVING_BYTES",
-    "SERVING_DEFAULT",
-    "SERVING_FLOAT",
-    "SIGNATURE_NAMES",
-    "WARMUP_FILE",
-    "export",
-    "export_onnx",
-    "export_tflite",
-]
+__getattr__, __dir__, __all__ = lazy_loader.attach_stub(__name__, __file__)

@@ -14,11 +14,13 @@ import tensorflow as tf
 
 from keras_vit import atomic
 from keras_vit import paths
+from keras_vit._export import export
 from keras_vit.export.signatures import SERVING_DEFAULT
 
 DEFAULT_OPSET = 17
 
 
+@export("keras_vit.export.export_onnx")
 def export_onnx(
     saved_model_dir: str | os.PathLike,
     path: str | os.PathLike,

@@ -36,6 +36,8 @@ import tensorflow as tf
 
 from keras_vit import atomic
 from keras_vit import paths
+from keras_vit._export import export
+from keras_vit.export.pixel_limit import DEFAULT_MAX_PIXELS
 from keras_vit.export.signatures import ServingGraph
 from keras_vit.export.signatures import build_archive
 from keras_vit.export.warmup import WARMUP_FILE
@@ -50,6 +52,7 @@ METADATA_FILE = "assets.extra/keras_vit_export.json"
 SAVED_MODEL_FILE = "saved_model.pb"
 
 
+@export("keras_vit.export.export")
 def export(
     model: keras.Model,
     path: str | os.PathLike,
@@ -62,6 +65,7 @@ def export(
     warmup: bool = True,
     bytes_image_size: int | tuple[int, int] | None = None,
     max_image_size: int = 1024,
+    max_pixels: int = DEFAULT_MAX_PIXELS,
 ) -> pathlib.Path:
     """Exports a ViT as a SavedModel with serving signatures.
 
@@ -76,7 +80,9 @@ def export(
       `probabilities`, `top_k_classes`, `top_k_scores` (and `top_k_names`
       when `class_names` is given). Images are decoded, resized and
       centre-cropped by the model's input contract, as in evaluation
-      (`keras_vit.data.transforms.resize_and_crop`).
+      (`keras_vit.data.transforms.resize_and_crop`). An image of more than
+      `max_pixels` pixels (read from its header) fails its request with an
+      `InvalidArgumentError` before it is decoded.
     - `features`: `images` uint8 -> `pooled`, the image representation.
 
     Preprocessing is part of the graph: pixels in `[0, 255]` are normalised
@@ -124,6 +130,12 @@ def export(
             size (what LiteRT and ONNX conversion need).
         max_image_size: Longest side `serving_bytes` keeps for a dynamic-size
             model without `bytes_image_size`. Defaults to 1024.
+        max_pixels: The most pixels (width x height) of an image
+            `serving_bytes` decodes, read from the image's header before
+            decoding (`keras_vit.export.pixel_limit`); a larger image, or
+            one whose header cannot be read, fails its request. Defaults to
+            Pillow's `Image.MAX_IMAGE_PIXELS` (89,478,485), the limit
+            `keras_vit.predict` reads files under. At most `2**30`.
 
     Returns:
         The path of the written SavedModel: a `pathlib.Path`, or for a URL
@@ -164,6 +176,7 @@ def export(
         bytes_image_size,
         max_image_size,
         preprocessing=preprocessing,
+        max_pixels=max_pixels,
     )
     archive = build_archive(graph)
 
@@ -257,6 +270,8 @@ def metadata(graph: ServingGraph, warmup: bool = True) -> dict:
         "class_names": list(graph.class_names) if graph.class_names else None,
         "top_k": graph.top_k,
         "crop_fraction": graph.crop_fraction,
+        # serving_bytes refuses larger images before decoding them.
+        "max_pixels": graph.max_pixels,
         "input_range": (
             "[0, 255]; normalised inside the graph by `preprocessing`: "
             "(x / 255 - mean) / std"

@@ -8,6 +8,8 @@ one forward pass gives the pooled representation, and the head's affine map
 gives the logits. Clients never need to know the normalisation, and
 `serving_bytes` resizes and centre-crops decoded images by the same
 contract (filter, antialiasing, crop), as the checkpoint was evaluated.
+Before decoding, it reads each image's size from its header and refuses
+an image of more than `max_pixels` pixels (`keras_vit.export.pixel_limit`).
 
 | signature | input (dtype, shape) | outputs (dtype, shape) |
 |---|---|---|
@@ -38,11 +40,15 @@ from collections.abc import Sequence
 import keras
 import tensorflow as tf
 
+from keras_vit._export import export
 from keras_vit.data.transforms import decode_image
 from keras_vit.data.transforms import normalize
 from keras_vit.data.transforms import resize_and_crop
 from keras_vit.data.transforms import resize_image
 from keras_vit.data.transforms import with_crop_fraction
+from keras_vit.export.pixel_limit import DEFAULT_MAX_PIXELS
+from keras_vit.export.pixel_limit import check_max_pixels
+from keras_vit.export.pixel_limit import check_pixels
 from keras_vit.models import layout as names
 from keras_vit.models.features import feature_extractor
 from keras_vit.models.layout import ViTLayout
@@ -52,10 +58,15 @@ from keras_vit.models.preprocessing import preprocessing_of
 from keras_vit.utils import to_pair
 
 SERVING_DEFAULT = "serving_default"
+export("keras_vit.export.SERVING_DEFAULT").constant(__name__, "SERVING_DEFAULT")
 SERVING_FLOAT = "serving_float"
+export("keras_vit.export.SERVING_FLOAT").constant(__name__, "SERVING_FLOAT")
 SERVING_BYTES = "serving_bytes"
+export("keras_vit.export.SERVING_BYTES").constant(__name__, "SERVING_BYTES")
 FEATURES = "features"
+export("keras_vit.export.FEATURES").constant(__name__, "FEATURES")
 SIGNATURE_NAMES = (SERVING_DEFAULT, SERVING_FLOAT, SERVING_BYTES, FEATURES)
+export("keras_vit.export.SIGNATURE_NAMES").constant(__name__, "SIGNATURE_NAMES")
 
 # The head's activation -> how probabilities are computed from the logits.
 _PROBABILITIES = {
@@ -89,6 +100,10 @@ class ServingGraph:
         preprocessing: The input contract to serve with; defaults to the
             model's (`preprocessing_of(model)`, the paper's for a model that
             carries none).
+        max_pixels: The most pixels (width x height, read from the header
+            before decoding) of an image `serving_bytes` decodes; a larger
+            one fails its request. Defaults to Pillow's
+            `Image.MAX_IMAGE_PIXELS`, 89,478,485. At most `2**30`.
     """
 
     def __init__(
@@ -100,6 +115,7 @@ class ServingGraph:
         bytes_image_size: int | tuple[int, int] | None = None,
         max_image_size: int = 1024,
         preprocessing: Preprocessing | None = None,
+        max_pixels: int = DEFAULT_MAX_PIXELS,
     ):
         if len(model.inputs) != 1 or len(model.input_shape) != 4:
             raise ValueError(
@@ -123,6 +139,7 @@ class ServingGraph:
             )
         if int(top_k) < 1:
             raise ValueError(f"`top_k` must be >= 1. Received: top_k={top_k}")
+        self.max_pixels = check_max_pixels(max_pixels)
         if crop_fraction is not None and not 0.0 < float(crop_fraction) <= 1.0:
             raise ValueError(
                 f"`crop_fraction` must be in (0, 1]. Received: {crop_fraction}"
@@ -354,8 +371,15 @@ class ServingGraph:
         return self.classify(check_finite(images, SERVING_FLOAT, "images"))
 
     def serving_bytes(self, image_bytes: tf.Tensor) -> dict[str, tf.Tensor]:
-        """string `(B,)` -> `probabilities`, `top_k_*` (decoded, resized)."""
+        """string `(B,)` -> `probabilities`, `top_k_*` (decoded, resized).
+
+        Every image's size is read from its header and checked against
+        `max_pixels` before any image is decoded
+        (`keras_vit.export.pixel_limit.check_pixels`): a larger image, or
+        one whose header cannot be read, fails the request, which names it.
+        """
         image_bytes = check_shape(image_bytes, (), SERVING_BYTES, "image_bytes")
+        image_bytes = check_pixels(image_bytes, self.max_pixels, SERVING_BYTES)
         if self.bytes_image_size is None:
             outputs = self.classify_each(image_bytes)
         else:

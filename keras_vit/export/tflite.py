@@ -16,6 +16,7 @@ import tensorflow as tf
 
 from keras_vit import atomic
 from keras_vit import paths
+from keras_vit._export import export
 from keras_vit.export.signatures import FEATURES
 from keras_vit.export.signatures import SERVING_BYTES
 from keras_vit.export.signatures import SERVING_DEFAULT
@@ -25,6 +26,7 @@ TENSOR_SIGNATURES = (SERVING_DEFAULT, SERVING_FLOAT, FEATURES)
 QUANTIZATIONS = (None, "int8")
 
 
+@export("keras_vit.export.export_tflite")
 def export_tflite(
     saved_model_dir: str | os.PathLike,
     path: str | os.PathLike,

@@ -21,9 +21,11 @@ import pathlib
 import numpy as np
 import tensorflow as tf
 
+from keras_vit._export import export
 from keras_vit.export.signatures import ServingGraph
 
 WARMUP_FILE = "assets.extra/tf_serving_warmup_requests"
+export("keras_vit.export.WARMUP_FILE").constant(__name__, "WARMUP_FILE")
 
 # Field numbers in tensorflow_serving/apis/*.proto.
 _PREDICTION_LOG_PREDICT_LOG = 6

@@ -21,22 +21,6 @@ plain = keras_vit.finetune.merge_lora(model)  # for keras_vit.export.export
 ```
 """
 
-from keras_vit.finetune.layer_decay import layer_decay_multipliers
-from keras_vit.finetune.lora import LORA_TARGETS
-from keras_vit.finetune.lora import enable_lora
-from keras_vit.finetune.lora import load_lora_weights
-from keras_vit.finetune.lora import lora_variables
-from keras_vit.finetune.lora import merge_lora
-from keras_vit.finetune.lora import save_lora_weights
-from keras_vit.finetune.quantize import quantize
+import lazy_loader
 
-__all__ = [
-    "LORA_TARGETS",
-    "enable_lora",
-    "layer_decay_multipliers",
-    "load_lora_weights",
-    "lora_variables",
-    "merge_lora",
-    "quantize",
-    "save_lora_weights",
-]
+__getattr__, __dir__, __all__ = lazy_loader.attach_stub(__name__, __file__)

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import keras
 
+from keras_vit._export import export
 from keras_vit.models.layout import ViTLayout
 
 
+@export("keras_vit.finetune.layer_decay_multipliers")
 def layer_decay_multipliers(model: keras.Model, decay: float) -> dict[str, float]:
     """Layer-wise learning-rate decay factors, by variable path (BEiT, timm).
 

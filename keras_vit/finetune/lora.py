@@ -26,6 +26,7 @@ import numpy as np
 
 from keras_vit import atomic
 from keras_vit import keras_internals
+from keras_vit._export import export
 from keras_vit.layers.attention import QKV
 from keras_vit.layers.attention import MultiHeadSelfAttention
 from keras_vit.models.layout import HEAD_LAYERS
@@ -59,6 +60,7 @@ def _head_variables(model):
     ]
 
 
+@export("keras_vit.finetune.enable_lora")
 def enable_lora(
     model: keras.Model,
     rank: int = 8,
@@ -111,6 +113,7 @@ def enable_lora(
     return model
 
 
+@export("keras_vit.finetune.lora_variables")
 def lora_variables(model: keras.Model) -> dict[str, keras.Variable]:
     """The adapters and the head's variables, by path: what fine-tuning changes."""
     values = {v.path: v for v in model.weights if _is_adapter(v)}
@@ -214,6 +217,7 @@ def _shown(value) -> str:
     return str(tuple(value)) if isinstance(value, list) else str(value)
 
 
+@export("keras_vit.finetune.save_lora_weights")
 def save_lora_weights(model: keras.Model, path: str) -> None:
     """Writes the adapters and the head alone to an `.npz` file.
 
@@ -237,6 +241,7 @@ def save_lora_weights(model: keras.Model, path: str) -> None:
     atomic.atomic_write(path, write)
 
 
+@export("keras_vit.finetune.load_lora_weights")
 def load_lora_weights(model: keras.Model, path: str) -> None:
     """Loads a `save_lora_weights` file into a model with the same adapters.
 
@@ -315,6 +320,7 @@ def _strip_lora(config):
     return config
 
 
+@export("keras_vit.finetune.merge_lora")
 def merge_lora(model: keras.Model) -> keras.Model:
     """A plain copy of `model` with every adapter added into its kernel.
 

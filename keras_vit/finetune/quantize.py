@@ -13,10 +13,12 @@ from __future__ import annotations
 import keras
 
 from keras_vit import keras_internals
+from keras_vit._export import export
 from keras_vit.layers.attention import MultiHeadSelfAttention
 from keras_vit.models.layout import HEAD_LAYERS
 
 
+@export("keras_vit.finetune.quantize")
 def quantize(
     model: keras.Model, mode: str = "int8", keep_head: bool = True, **kwargs
 ) -> keras.Model:

@@ -168,13 +168,3 @@ def decode_predictions(
             [(table[i][0], table[i][1].split(", ")[0], float(row[i])) for i in order]
         )
     return results
-
-
-__all__ = [
-    "NUM_CLASSES",
-    "class_names",
-    "decode_predictions",
-    "looks_like_logits",
-    "softmax",
-    "synsets",
-]

@@ -13,12 +13,6 @@ back = keras_vit.interop.to_keras_hub(model)
 ```
 """
 
-from keras_vit.interop.keras_hub import from_keras_hub
-from keras_vit.interop.keras_hub import keras_hub_checkpoint
-from keras_vit.interop.keras_hub import to_keras_hub
+import lazy_loader
 
-__all__ = [
-    "from_keras_hub",
-    "keras_hub_checkpoint",
-    "to_keras_hub",
-]
+__getattr__, __dir__, __all__ = lazy_loader.attach_stub(__name__, __file__)

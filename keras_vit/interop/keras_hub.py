@@ -1,4 +1,4 @@
-"""keras-hub's ViT and DINOv2 to keras_vit and back, via `keras_vit.weights`.
+"""keras-hub's ViT, DINOv2 and DINOv3 to keras_vit and back, via `keras_vit.weights`.
 
 keras-hub's `ViTBackbone` is the paper's ViT under other layer names:
 separate `query`/`key`/`value` projections in a `keras.layers.MultiHeadAttention`
@@ -8,7 +8,9 @@ position table `(N, D)` without a batch axis. One rule table
 the original `.npz` keys, in both directions, on the engine of every other
 checkpoint dialect; `DINOV2` does the same for keras-hub's `DINOV2Backbone`
 (whose class-token position row becomes part of the class token, as for
-Hugging Face's DINOv2 files):
+Hugging Face's DINOv2 files), and `DINOV3` for keras-hub's `DINOV3Backbone`
+(`keras_vit.interop.keras_hub_dinov3`: its rotary embeddings, LayerScale,
+registers and gated MLP are the DINOv3 family's):
 
 - `keras_hub_checkpoint(model)` reads a keras-hub model into a
   `keras_vit.weights.Checkpoint`; `from_keras_hub(model)` builds the
@@ -21,10 +23,11 @@ Hugging Face's DINOv2 files):
 What one side has and the other lacks is refused in one line naming it
 (keras-hub's `"gap"` pooling averages the class token too; keras_vit's
 families add LayerScale, registers, QK-norm and more, of which keras-hub's
-DINOv2 has LayerScale, registers and SwiGLU). Preprocessing is not
-part of either network: keras-hub scales images in its preprocessor, keras_vit
-optionally in an `include_preprocessing` layer; convert the network and keep
-the preprocessing you use.
+DINOv2 has LayerScale, registers and SwiGLU, and its DINOv3 rotary
+embeddings too). Preprocessing is not part of either network: keras-hub
+scales images in its preprocessor, keras_vit optionally in an
+`include_preprocessing` layer; convert the network and keep the
+preprocessing you use.
 
 keras-hub is an optional dependency: `pip install "keras-hub>=0.32"`.
 
@@ -47,6 +50,8 @@ import os
 import keras
 import numpy as np
 
+from keras_vit._export import export
+from keras_vit.interop import keras_hub_dinov3
 from keras_vit.layers.layer_norm import LAYER_NORM_EPSILON
 from keras_vit.models import layout as names
 from keras_vit.models.layout import ViTLayout
@@ -84,18 +89,26 @@ def _parts(model):
     keras_hub = _keras_hub()
     if isinstance(model, keras_hub.models.ViTImageClassifier):
         return model.backbone, model
-    if isinstance(
-        model, (keras_hub.models.ViTBackbone, keras_hub.models.DINOV2Backbone)
-    ):
+    backbones = (
+        keras_hub.models.ViTBackbone,
+        keras_hub.models.DINOV2Backbone,
+        keras_hub.models.DINOV3Backbone,
+    )
+    if isinstance(model, backbones):
         return model, None
     raise TypeError(
         f"{type(model).__name__} is not a keras-hub ViTBackbone, "
-        "ViTImageClassifier or DINOV2Backbone; no other keras-hub model converts."
+        "ViTImageClassifier, DINOV2Backbone or DINOV3Backbone; no other "
+        "keras-hub model converts."
     )
 
 
 def _is_dinov2(backbone) -> bool:
     return isinstance(backbone, _keras_hub().models.DINOV2Backbone)
+
+
+def _is_dinov3(backbone) -> bool:
+    return isinstance(backbone, _keras_hub().models.DINOV3Backbone)
 
 
 def _check_hub(backbone, classifier) -> None:
@@ -127,12 +140,14 @@ def _check_hub(backbone, classifier) -> None:
         )
 
 
+@export("keras_vit.interop.keras_hub_checkpoint")
 def keras_hub_checkpoint(model) -> Checkpoint:
-    """A keras-hub `ViTBackbone` or `ViTImageClassifier` as a `Checkpoint`.
+    """A keras-hub ViT, DINOv2 or DINOv3 model as a `Checkpoint`.
 
     Biases the keras-hub model was built without (`use_mha_bias=False`,
-    `use_mlp_bias=False`, `use_patch_bias=False`) become zeros, which
-    computes the same.
+    `use_mlp_bias=False`, `use_patch_bias=False`; DINOv3's
+    `use_proj_bias=False`, ...) become zeros where the keras_vit model
+    `from_keras_hub` builds has them, which computes the same.
 
     Raises:
         TypeError: `model` is another kind of model.
@@ -146,6 +161,8 @@ def keras_hub_checkpoint(model) -> Checkpoint:
     ```
     """
     backbone, classifier = _parts(model)
+    if _is_dinov3(backbone):
+        return keras_hub_dinov3.dinov3_checkpoint(backbone)
     dinov2 = _is_dinov2(backbone)
     values = {
         variable.path: np.asarray(keras.ops.convert_to_numpy(variable), np.float32)
@@ -203,6 +220,7 @@ def load_preset(folder: str):
     return keras_hub.models.Backbone.from_preset(folder)
 
 
+@export("keras_vit.interop.from_keras_hub")
 def from_keras_hub(model, **kwargs) -> keras.Model:
     """The keras_vit model of a keras-hub ViT, with its weights.
 
@@ -212,12 +230,15 @@ def from_keras_hub(model, **kwargs) -> keras.Model:
     `pre_logits` (`intermediate_dim`), head and activation; a
     `DINOV2Backbone` becomes a token-returning model of the DINOv2 family
     (LayerScale, registers, SwiGLU when used, the position table of its
-    `image_shape`). The outputs are the keras-hub model's. Its preprocessor
-    is not converted.
+    `image_shape`); a `DINOV3Backbone` a token-returning model of the DINOv3
+    family (rotary embeddings, registers, LayerScale, GELU or SwiGLU, the
+    query/key/value biases it has) that takes any image size, its
+    `mask_token` left out. The outputs are the keras-hub model's. Its
+    preprocessor is not converted.
 
     Args:
-        model: A keras-hub `ViTBackbone`, `ViTImageClassifier` or
-            `DINOV2Backbone`.
+        model: A keras-hub `ViTBackbone`, `ViTImageClassifier`,
+            `DINOV2Backbone` or `DINOV3Backbone`.
         **kwargs: `keras_vit.ViT` arguments that do not change the
             computation, e.g. `name`, `drop_path_rate`,
             `include_preprocessing`.
@@ -235,6 +256,10 @@ def from_keras_hub(model, **kwargs) -> keras.Model:
     ```
     """
     backbone, classifier = _parts(model)
+    if _is_dinov3(backbone):
+        vit = keras_hub_dinov3.dinov3_from_keras_hub(backbone, **kwargs)
+        load_weights(vit, keras_hub_checkpoint(model))
+        return vit
     if _is_dinov2(backbone):
         vit = _dinov2_from_keras_hub(backbone, **kwargs)
         load_weights(vit, keras_hub_checkpoint(model))
@@ -319,7 +344,8 @@ def _check_vit(model: keras.Model, layout: ViTLayout) -> None:
         )
 
 
-def to_keras_hub(model: keras.Model, backbone: str = "vit"):
+@export("keras_vit.interop.to_keras_hub")
+def to_keras_hub(model: keras.Model, backbone: str = "vit", image_size=None):
     """The keras-hub ViT of a keras_vit model, with its weights.
 
     With `backbone="vit"` (default), a model returning tokens
@@ -328,12 +354,20 @@ def to_keras_hub(model: keras.Model, backbone: str = "vit"):
     same logits. With `backbone="dinov2"`, a model returning tokens with a
     class token becomes a `DINOV2Backbone` (LayerScale, registers, SwiGLU
     and a position table without a class-token row are kept; the DINOv2
-    family's models convert). Every variable is checked before any is
-    written.
+    family's models convert). With `backbone="dinov3"`, a model with a class
+    token and DINOv3's rotary embeddings (the DINOv3 family's) becomes a
+    `DINOV3Backbone` returning its token sequence (`"token"` or `"gap"`
+    pooling, which has no weights, is left to the caller; a head is
+    refused). Every variable is checked before any is written.
 
     Args:
         model: A keras_vit model.
-        backbone: `"vit"` or `"dinov2"`: which keras-hub architecture.
+        backbone: `"vit"`, `"dinov2"` or `"dinov3"`: which keras-hub
+            architecture.
+        image_size: `"dinov3"` only: the `image_shape` of the keras-hub
+            backbone (which has one fixed size), an int or `(height,
+            width)`. Defaults to the model's own (its native size when it
+            takes any).
 
     Raises:
         ImportError: keras-hub is not installed.
@@ -348,11 +382,21 @@ def to_keras_hub(model: keras.Model, backbone: str = "vit"):
     ```
     """
     keras_hub = _keras_hub()
-    if backbone not in ("vit", "dinov2"):
+    if backbone not in ("vit", "dinov2", "dinov3"):
         raise ValueError(
-            f"`backbone` must be 'vit' or 'dinov2'. Received: {backbone!r}"
+            f"`backbone` must be 'vit', 'dinov2' or 'dinov3'. Received: {backbone!r}"
+        )
+    if image_size is not None and backbone != "dinov3":
+        raise ValueError(
+            f"`image_size` is for backbone='dinov3' only (keras-hub's {backbone} "
+            "takes the model's own size). Received: "
+            f"image_size={image_size!r}"
         )
     layout = ViTLayout.of(model)
+    if backbone == "dinov3":
+        return keras_hub_dinov3.dinov3_to_keras_hub(
+            keras_hub, model, layout, image_size
+        )
     if backbone == "dinov2":
         return _dinov2_to_keras_hub(model, layout)
     _check_vit(model, layout)

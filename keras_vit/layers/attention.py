@@ -5,10 +5,12 @@ from __future__ import annotations
 import keras
 from keras import ops
 
+from keras_vit._export import export
 from keras_vit.layers import custom_grads
+from keras_vit.layers import rotary
 from keras_vit.layers.attention_adapters import PROJECTIONS
-from keras_vit.layers.attention_adapters import QKV
-from keras_vit.layers.attention_adapters import QUANTIZATION_MODES
+from keras_vit.layers.attention_adapters import QKV  # noqa: F401  (importable here too)
+from keras_vit.layers.attention_adapters import QUANTIZATION_MODES  # noqa: F401  (here too)
 from keras_vit.layers.attention_adapters import FusedKernelAdapters
 from keras_vit.layers.config import use_bfloat16_softmax
 from keras_vit.layers.config import use_fused_attention
@@ -17,9 +19,8 @@ from keras_vit.layers.layer_norm import LAYER_NORM_EPSILON
 from keras_vit.layers.layer_norm import LayerNorm
 from keras_vit.utils import subset_of
 
-__all__ = ["PROJECTIONS", "QKV", "QUANTIZATION_MODES", "MultiHeadSelfAttention"]
 
-
+@export("keras_vit.layers.MultiHeadSelfAttention")
 @keras.saving.register_keras_serializable(package="keras_vit")
 class MultiHeadSelfAttention(FusedKernelAdapters, keras.layers.Layer):
     """Multi-head scaled dot-product self-attention (the paper's MSA).
@@ -69,8 +70,21 @@ class MultiHeadSelfAttention(FusedKernelAdapters, keras.layers.Layer):
             `False` (no extra ops).
         qkv_bias: Add a learned bias to the queries, keys and values (the
             `qkv_bias` variable, `(3, heads, D_h)`). `False` leaves it out,
-            as timm's `Attention(qkv_bias=False)`; the output projection
-            keeps its bias either way. Defaults to `True`.
+            as timm's `Attention(qkv_bias=False)`; `"qv"` biases the queries
+            and values only (the `qv_bias` variable, `(2, heads, D_h)`: EVA's
+            attention, whose key bias is a constant zero, which matters once
+            keys are rotated). The output projection keeps its bias either
+            way. Defaults to `True`.
+        rope: Rotary position embeddings on the patch tokens' queries and
+            keys: a `keras_vit.models.options.RotaryOptions` or its dict
+            (`kind`, `temperature`, `rotate_half`; the coordinates come in
+            the call). `"mixed"` adds the learned `rope_freqs` variable
+            `(2, heads, D_h / 2)`. Defaults to `None`.
+        attention_norm: A LayerNorm over the merged heads before the output
+            projection (EVA-02-CLIP's `scale_attn_inner`; the `norm`
+            sublayer). Defaults to `False`.
+        layer_norm_epsilon: The epsilon of the query/key and attention norms.
+            Defaults to 1e-6.
         lora_rank: With a rank, low-rank adapters are added to the
             projections named in `lora_targets` when the layer is built (as
             `keras.layers.Dense(lora_rank=...)`); see `enable_lora`.
@@ -83,6 +97,9 @@ class MultiHeadSelfAttention(FusedKernelAdapters, keras.layers.Layer):
 
     Call arguments:
         inputs: Tensor of shape `(batch, tokens, dim)`.
+        rope: With rotary embeddings, the patch coordinates `(patches, 2)`
+            (`keras_vit.layers.RotaryCoordinates`); the tokens before the
+            last `patches` (class, registers) are not rotated.
         training: Python bool; dropout is only active when `True`.
         return_attention_scores: If `True`, also return the attention
             probabilities of shape `(batch, heads, tokens, tokens)`.
@@ -103,13 +120,21 @@ class MultiHeadSelfAttention(FusedKernelAdapters, keras.layers.Layer):
         kernel_initializer="glorot_uniform",
         bias_initializer="zeros",
         qk_norm: bool = False,
-        qkv_bias: bool = True,
+        qkv_bias: bool | str = True,
+        rope=None,
+        attention_norm: bool = False,
+        layer_norm_epsilon: float = LAYER_NORM_EPSILON,
         lora_rank: int | None = None,
         lora_alpha: float | None = None,
         lora_targets=PROJECTIONS,
         **kwargs,
     ):
         super().__init__(**kwargs)
+        if qkv_bias not in (True, False, "qv"):
+            raise ValueError(
+                "`qkv_bias` must be True, False or 'qv'. "
+                f"Received: qkv_bias={qkv_bias!r}"
+            )
         if int(num_heads) <= 0:
             raise ValueError(
                 f"`num_heads` must be positive. Received: num_heads={num_heads}"
@@ -124,7 +149,10 @@ class MultiHeadSelfAttention(FusedKernelAdapters, keras.layers.Layer):
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
         # The flag; `self.qkv_bias` is the variable (None without it).
-        self.use_qkv_bias = bool(qkv_bias)
+        self.use_qkv_bias = qkv_bias if qkv_bias == "qv" else bool(qkv_bias)
+        self.rope = None if rope is None else dict(_rope_config(rope))
+        self.attention_norm = bool(attention_norm)
+        self.layer_norm_epsilon = float(layer_norm_epsilon)
         # A seed generator, not a Dropout sublayer: without sublayers (unless
         # `qk_norm`) the layer is a leaf, which `model.quantize` requires.
         if self.attention_dropout_rate > 0:
@@ -134,15 +162,19 @@ class MultiHeadSelfAttention(FusedKernelAdapters, keras.layers.Layer):
         self.lora_targets = subset_of(lora_targets, PROJECTIONS, "lora_targets")
         self.lora_enabled = False
         self.qk_norm = bool(qk_norm)
+        # The norms stay in float when the layer is (re)built quantized,
+        # e.g. under "int8_from_float32": its float source policy.
+        policy = self.dtype_policy.name.split("_from_")[-1]
         if self.qk_norm:
-            # The norms stay in float when the layer is (re)built quantized,
-            # e.g. under "int8_from_float32": its float source policy.
-            policy = self.dtype_policy.name.split("_from_")[-1]
             self.query_norm = LayerNorm(
-                epsilon=LAYER_NORM_EPSILON, name="query_norm", dtype=policy
+                epsilon=self.layer_norm_epsilon, name="query_norm", dtype=policy
             )
             self.key_norm = LayerNorm(
-                epsilon=LAYER_NORM_EPSILON, name="key_norm", dtype=policy
+                epsilon=self.layer_norm_epsilon, name="key_norm", dtype=policy
+            )
+        if self.attention_norm:
+            self.norm = LayerNorm(
+                epsilon=self.layer_norm_epsilon, name="norm", dtype=policy
             )
 
     def build(self, input_shape):
@@ -163,7 +195,13 @@ class MultiHeadSelfAttention(FusedKernelAdapters, keras.layers.Layer):
                 initializer=self._projections(dim, 3, (dim, 3, heads, head_dim)),
             )
         self.qkv_bias = None
-        if self.use_qkv_bias:
+        if self.use_qkv_bias == "qv":  # the key's bias is a constant zero
+            self.qkv_bias = self.add_weight(
+                name="qv_bias",
+                shape=(2, heads, head_dim),
+                initializer=self.bias_initializer,
+            )
+        elif self.use_qkv_bias:
             self.qkv_bias = self.add_weight(
                 name="qkv_bias",
                 shape=(3, heads, head_dim),
@@ -181,6 +219,28 @@ class MultiHeadSelfAttention(FusedKernelAdapters, keras.layers.Layer):
         if self.qk_norm:
             self.query_norm.build((None, None, head_dim))
             self.key_norm.build((None, None, head_dim))
+        if self.attention_norm:
+            self.norm.build((None, dim))
+        self.rope_freqs = None
+        self._rope_frequencies = None
+        if self.rope is not None:
+            kind, temperature = self.rope["kind"], self.rope["temperature"]
+            if head_dim % 4:
+                raise ValueError(
+                    f"Rotary embeddings need a head width divisible by 4; "
+                    f"{dim} / {heads} heads = {head_dim}."
+                )
+            if kind == "mixed":
+                self.rope_freqs = self.add_weight(
+                    name="rope_freqs",
+                    shape=(2, heads, head_dim // 2),
+                    initializer=_MixedFrequencies(temperature),
+                    dtype="float32",
+                )
+            else:
+                self._rope_frequencies = rotary.fixed_frequencies(
+                    kind, head_dim, temperature
+                )  # (D_h / 4,)
         self.built = True
         if self.lora_rank:
             self.enable_lora(self.lora_rank, self.lora_alpha, self.lora_targets)
@@ -195,12 +255,16 @@ class MultiHeadSelfAttention(FusedKernelAdapters, keras.layers.Layer):
 
         return init
 
-    def call(self, inputs, training=None, return_attention_scores=False):
+    def call(self, inputs, training=None, return_attention_scores=False, rope=None):
         dtype = keras.backend.standardize_dtype(inputs.dtype)
         qkv_fn, out_fn = self._float_projections(dtype)  # LoRA added, if any
-        return self._attend(inputs, qkv_fn, out_fn, training, return_attention_scores)
+        return self._attend(
+            inputs, qkv_fn, out_fn, training, return_attention_scores, rope
+        )
 
-    def _attend(self, inputs, qkv_fn, out_fn, training, return_attention_scores):
+    def _attend(
+        self, inputs, qkv_fn, out_fn, training, return_attention_scores, rope=None
+    ):
         """The forward pass, with the projections `qkv_fn` and `out_fn` of the
         `(B*N, D)` rows (float or quantized kernels)."""
         heads, head_dim = self.num_heads, self.head_dim
@@ -209,13 +273,18 @@ class MultiHeadSelfAttention(FusedKernelAdapters, keras.layers.Layer):
         dtype = keras.backend.standardize_dtype(inputs.dtype)
         qkv = qkv_fn(ops.reshape(inputs, (-1, dim)))  # (B*N, 3D)
         if self.qkv_bias is not None:
+            bias = ops.cast(self.qkv_bias, dtype)  # (3, H, Dh), or (2, H, Dh)
+            if self.use_qkv_bias == "qv":  # the key's bias is a constant zero
+                bias = ops.concatenate([bias[:1], ops.zeros_like(bias[:1]), bias[1:]])
             # 2-D matmul + `ops.add` (a BiasAdd on TensorFlow): one fused kernel.
-            qkv = ops.add(qkv, ops.reshape(ops.cast(self.qkv_bias, dtype), (3 * dim,)))
+            qkv = ops.add(qkv, ops.reshape(bias, (3 * dim,)))
         qkv = ops.reshape(qkv, (batch_size, length, 3, heads, head_dim))
         if self.qk_norm:
             query = self.query_norm(qkv[:, :, 0], training=training)
             key = self.key_norm(qkv[:, :, 1], training=training)
             qkv = ops.stack([query, key, qkv[:, :, 2]], axis=2)  # (B, N, 3, H, Dh)
+        if self.rope is not None:
+            qkv = self._rotate(qkv, rope)
 
         use_dropout = training and self.attention_dropout_rate > 0
         explicit = return_attention_scores or use_dropout
@@ -229,11 +298,43 @@ class MultiHeadSelfAttention(FusedKernelAdapters, keras.layers.Layer):
             )  # (B, N, H, Dh), (B, H, N, N) or None
 
         context = ops.reshape(context, (-1, dim))  # (B*N, D)
+        if self.attention_norm:
+            context = self.norm(context, training=training)
         outputs = ops.add(out_fn(context), ops.cast(self.out_bias, dtype))  # (B*N, D)
         outputs = ops.reshape(outputs, (batch_size, length, dim))  # (B, N, D)
         if return_attention_scores:
             return outputs, scores
         return outputs
+
+    def _rotate(self, qkv, coords):
+        """Rotates the patch tokens' queries and keys of `(B, N, 3, H, Dh)`
+        by the angles of their coordinates `(patches, 2)`."""
+        if coords is None:
+            raise ValueError(
+                f"Layer {self.name!r} has rotary embeddings: call it with "
+                "rope=<the patch coordinates> (keras_vit.layers.RotaryCoordinates)."
+            )
+        frequencies = (
+            self.rope_freqs
+            if self.rope_freqs is not None
+            else ops.convert_to_tensor(self._rope_frequencies)
+        )
+        angles = rotary.rotary_angles(coords, frequencies)  # ([H,] P, Dh / 2)
+        sin, cos = rotary.sin_cos(angles, self.rope["rotate_half"])  # ([H,] P, Dh)
+        if len(sin.shape) == 3:  # per head: (H, P, Dh) -> (P, H, Dh)
+            sin, cos = (ops.transpose(t, (1, 0, 2)) for t in (sin, cos))
+        else:  # (P, Dh) -> (P, 1, Dh), the same for every head
+            sin, cos = sin[:, None, :], cos[:, None, :]
+        length = ops.shape(qkv)[1]
+        prefix = length - ops.shape(coords)[0]  # class, registers: not rotated
+        turned = []
+        for part in (0, 1):  # the queries, the keys: (B, N, H, Dh)
+            tokens = qkv[:, :, part]
+            patches = rotary.apply_rotary(
+                tokens[:, prefix:], sin, cos, self.rope["rotate_half"]
+            )
+            turned.append(ops.concatenate([tokens[:, :prefix], patches], axis=1))
+        return ops.stack([*turned, qkv[:, :, 2]], axis=2)  # (B, N, 3, H, Dh)
 
     def _explicit_attention(self, qkv, training, use_dropout, with_scores):
         """`softmax(q k^T / sqrt(D_h)) v` from `(B, N, 3, H, Dh)`, head-major."""
@@ -267,7 +368,9 @@ class MultiHeadSelfAttention(FusedKernelAdapters, keras.layers.Layer):
     def compute_output_shape(self, input_shape):
         return input_shape
 
-    def compute_output_spec(self, inputs, training=None, return_attention_scores=False):
+    def compute_output_spec(
+        self, inputs, training=None, return_attention_scores=False, rope=None
+    ):
         outputs = keras.KerasTensor(inputs.shape, dtype=self.compute_dtype)
         if not return_attention_scores:
             return outputs
@@ -287,9 +390,52 @@ class MultiHeadSelfAttention(FusedKernelAdapters, keras.layers.Layer):
                 "bias_initializer": keras.initializers.serialize(self.bias_initializer),
                 "qk_norm": self.qk_norm,
                 "qkv_bias": self.use_qkv_bias,
+                "rope": self.rope,
+                "attention_norm": self.attention_norm,
+                "layer_norm_epsilon": self.layer_norm_epsilon,
                 "lora_rank": self.lora_rank,
                 "lora_alpha": self.lora_alpha,
                 "lora_targets": list(self.lora_targets),
             }
         )
         return config
+
+
+def _rope_config(rope) -> dict:
+    """The fields the attention reads off a `RotaryOptions` (or its dict)."""
+    fields = rope if isinstance(rope, dict) else vars(rope)
+    return {
+        "kind": fields.get("kind", "axial"),
+        "temperature": float(fields.get("temperature", 10000.0)),
+        "rotate_half": bool(fields.get("rotate_half", False)),
+    }
+
+
+class _MixedFrequencies(keras.initializers.Initializer):
+    """RoPE-ViT's initial mixed frequencies `(2, heads, D_h / 2)`.
+
+    Per head, the magnitudes `temperature ** (-4k / D_h)` along a random
+    direction `theta` and the perpendicular one (`theta + pi / 2`), as
+    RoPE-ViT's `init_random_2d_freqs` (Heo et al., 2024); the checkpoints'
+    learned values replace them.
+    """
+
+    def __init__(self, temperature: float = 10.0, seed=None):
+        self.temperature = float(temperature)
+        self.seed = seed
+
+    def __call__(self, shape, dtype=None):
+        _, heads, half = shape
+        quarter = half // 2
+        index = ops.cast(ops.arange(quarter), "float32")
+        magnitude = self.temperature ** (-4.0 * index / (4.0 * quarter))  # (D_h/4,)
+        theta = keras.random.uniform(
+            (heads, 1), 0.0, 2 * 3.141592653589793, seed=self.seed
+        )
+        directions = (theta, theta + 3.141592653589793 / 2)
+        fx = ops.concatenate([magnitude * ops.cos(t) for t in directions], axis=-1)
+        fy = ops.concatenate([magnitude * ops.sin(t) for t in directions], axis=-1)
+        return ops.cast(ops.stack([fx, fy]), dtype or "float32")  # (2, H, D_h / 2)
+
+    def get_config(self):
+        return {"temperature": self.temperature, "seed": self.seed}

@@ -278,13 +278,17 @@ class FusedKernelAdapters:
             policy = keras.dtype_policies.get(f"{mode}_from_{self.dtype_policy.name}")
             self.dtype_policy = policy
 
-    def quantized_call(self, inputs, training=None, return_attention_scores=False):
+    def quantized_call(
+        self, inputs, training=None, return_attention_scores=False, rope=None
+    ):
         """The call of a quantized layer (Keras calls it instead of `call`)."""
         if self.quantization_mode not in QUANTIZATION_MODES:
             raise self._mode_error(self.quantization_mode)
         dtype = keras.backend.standardize_dtype(inputs.dtype)
         qkv_fn, out_fn = self._quantized_projections(dtype)
-        return self._attend(inputs, qkv_fn, out_fn, training, return_attention_scores)
+        return self._attend(
+            inputs, qkv_fn, out_fn, training, return_attention_scores, rope
+        )
 
     def _mode_error(self, mode):
         name = type(self).__name__
@@ -304,6 +308,8 @@ class FusedKernelAdapters:
         names = ["qkv_kernel", "qkv_bias", "out_kernel", "out_bias"]
         if self.qkv_bias is None:
             names.remove("qkv_bias")
+        if getattr(self, "rope_freqs", None) is not None:
+            names.append("rope_freqs")
         if self.quantization_mode is not None:
             names += ["qkv_kernel_scale", "out_kernel_scale"]
         return names

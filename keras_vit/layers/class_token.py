@@ -5,7 +5,10 @@ from __future__ import annotations
 import keras
 from keras import ops
 
+from keras_vit._export import export
 
+
+@export("keras_vit.layers.ClassToken")
 @keras.saving.register_keras_serializable(package="keras_vit")
 class ClassToken(keras.layers.Layer):
     """Prepends a learnable class token to a sequence of patch embeddings.

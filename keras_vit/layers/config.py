@@ -49,6 +49,8 @@ from collections.abc import Iterator
 
 import keras
 
+from keras_vit._export import export
+
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off")
 
@@ -129,6 +131,7 @@ _SWITCHES = (
 # --- fused attention ----------------------------------------------------------
 
 
+@export("keras_vit.layers.use_fused_attention")
 def use_fused_attention() -> bool:
     """Whether `MultiHeadSelfAttention` calls `keras.ops.dot_product_attention`.
 
@@ -146,6 +149,7 @@ def use_fused_attention() -> bool:
     return _FUSED_ATTENTION.get()
 
 
+@export("keras_vit.layers.set_fused_attention")
 def set_fused_attention(enable: bool | None) -> None:
     """Sets `use_fused_attention()`; `None` returns to the environment/default.
 
@@ -156,6 +160,7 @@ def set_fused_attention(enable: bool | None) -> None:
     _FUSED_ATTENTION.set(enable)
 
 
+@export("keras_vit.layers.fused_attention")
 def fused_attention(enable: bool | None) -> contextlib.AbstractContextManager:
     """Context manager: `set_fused_attention(enable)`, restored on exit.
 
@@ -170,6 +175,7 @@ def fused_attention(enable: bool | None) -> contextlib.AbstractContextManager:
 # --- bfloat16 softmax ---------------------------------------------------------
 
 
+@export("keras_vit.layers.use_bfloat16_softmax")
 def use_bfloat16_softmax() -> bool:
     """Whether the attention softmax of a bfloat16 model runs in bfloat16.
 
@@ -189,6 +195,7 @@ def use_bfloat16_softmax() -> bool:
     return _BFLOAT16_SOFTMAX.get()
 
 
+@export("keras_vit.layers.set_bfloat16_softmax")
 def set_bfloat16_softmax(enable: bool | None) -> None:
     """Sets `use_bfloat16_softmax()`; `None` returns to the environment/default.
 
@@ -199,6 +206,7 @@ def set_bfloat16_softmax(enable: bool | None) -> None:
     _BFLOAT16_SOFTMAX.set(enable)
 
 
+@export("keras_vit.layers.bfloat16_softmax")
 def bfloat16_softmax(enable: bool | None) -> contextlib.AbstractContextManager:
     """Context manager: `set_bfloat16_softmax(enable)`, restored on exit.
 
@@ -213,6 +221,7 @@ def bfloat16_softmax(enable: bool | None) -> contextlib.AbstractContextManager:
 # --- closed-form LayerNorm gradient -------------------------------------------
 
 
+@export("keras_vit.layers.use_closed_form_layer_norm")
 def use_closed_form_layer_norm() -> bool:
     """Whether `LayerNorm` in training uses its closed-form gradient.
 
@@ -232,6 +241,7 @@ def use_closed_form_layer_norm() -> bool:
     return _CLOSED_FORM_LAYER_NORM.get()
 
 
+@export("keras_vit.layers.set_closed_form_layer_norm")
 def set_closed_form_layer_norm(enable: bool | None) -> None:
     """Sets `use_closed_form_layer_norm()`; `None` returns to the default.
 
@@ -242,6 +252,7 @@ def set_closed_form_layer_norm(enable: bool | None) -> None:
     _CLOSED_FORM_LAYER_NORM.set(enable)
 
 
+@export("keras_vit.layers.closed_form_layer_norm")
 def closed_form_layer_norm(enable: bool | None) -> contextlib.AbstractContextManager:
     """Context manager: `set_closed_form_layer_norm(enable)`, restored on exit.
 
@@ -257,6 +268,7 @@ def closed_form_layer_norm(enable: bool | None) -> contextlib.AbstractContextMan
 # --- float32-erf GELU in training ---------------------------------------------
 
 
+@export("keras_vit.layers.use_erf_gelu")
 def use_erf_gelu() -> bool:
     """Whether the exact GELU in training is computed with a float32 `erf`.
 
@@ -273,6 +285,7 @@ def use_erf_gelu() -> bool:
     return _ERF_GELU.get()
 
 
+@export("keras_vit.layers.set_erf_gelu")
 def set_erf_gelu(enable: bool | None) -> None:
     """Sets `use_erf_gelu()`; `None` returns to the environment/default.
 
@@ -283,6 +296,7 @@ def set_erf_gelu(enable: bool | None) -> None:
     _ERF_GELU.set(enable)
 
 
+@export("keras_vit.layers.erf_gelu")
 def erf_gelu(enable: bool | None) -> contextlib.AbstractContextManager:
     """Context manager: `set_erf_gelu(enable)`, restored on exit.
 
@@ -298,6 +312,7 @@ def erf_gelu(enable: bool | None) -> contextlib.AbstractContextManager:
 # --- attention probabilities recomputed in the backward pass -------------------
 
 
+@export("keras_vit.layers.use_recompute_activations")
 def use_recompute_activations() -> bool:
     """Whether training recomputes cheap activations instead of keeping them.
 
@@ -324,6 +339,7 @@ def use_recompute_activations() -> bool:
     return _RECOMPUTE_ACTIVATIONS.get()
 
 
+@export("keras_vit.layers.set_recompute_activations")
 def set_recompute_activations(enable: bool | None) -> None:
     """Sets `use_recompute_activations()`; `None` returns to the environment/default.
 
@@ -334,6 +350,7 @@ def set_recompute_activations(enable: bool | None) -> None:
     _RECOMPUTE_ACTIVATIONS.set(enable)
 
 
+@export("keras_vit.layers.recompute_activations")
 def recompute_activations(enable: bool | None) -> contextlib.AbstractContextManager:
     """Context manager: `set_recompute_activations(enable)`, restored on exit.
 
@@ -346,6 +363,7 @@ def recompute_activations(enable: bool | None) -> contextlib.AbstractContextMana
     return _RECOMPUTE_ACTIVATIONS.temporarily(enable)
 
 
+@export("keras_vit.layers.speed_switches")
 def speed_switches() -> dict[str, bool]:
     """The current value of every switch, e.g. to record with a benchmark.
 

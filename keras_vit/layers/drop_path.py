@@ -5,7 +5,10 @@ from __future__ import annotations
 import keras
 from keras import ops
 
+from keras_vit._export import export
 
+
+@export("keras_vit.layers.DropPath")
 @keras.saving.register_keras_serializable(package="keras_vit")
 class DropPath(keras.layers.Layer):
     """Zeroes a residual branch for a random subset of examples.

@@ -5,6 +5,7 @@ from __future__ import annotations
 import keras
 from keras import ops
 
+from keras_vit._export import export
 from keras_vit.layers import custom_grads
 from keras_vit.layers.config import use_closed_form_layer_norm
 
@@ -12,6 +13,7 @@ from keras_vit.layers.config import use_closed_form_layer_norm
 LAYER_NORM_EPSILON = 1e-6
 
 
+@export("keras_vit.layers.LayerNorm")
 @keras.saving.register_keras_serializable(package="keras_vit")
 class LayerNorm(keras.layers.LayerNormalization):
     """`keras.layers.LayerNormalization` over the last axis, faster to train.

@@ -5,7 +5,10 @@ from __future__ import annotations
 import keras
 from keras import ops
 
+from keras_vit._export import export
 
+
+@export("keras_vit.layers.LayerScale")
 @keras.saving.register_keras_serializable(package="keras_vit")
 class LayerScale(keras.layers.Layer):
     """Multiplies each channel of its input by a learned factor.

@@ -5,11 +5,13 @@ from __future__ import annotations
 import keras
 from keras import ops
 
+from keras_vit._export import export
 from keras_vit.layers.layer_norm import LAYER_NORM_EPSILON
 from keras_vit.layers.layer_norm import LayerNorm
 from keras_vit.layers.transformer_block import gelu
 
 
+@export("keras_vit.layers.MAPHead")
 @keras.saving.register_keras_serializable(package="keras_vit")
 class MAPHead(keras.layers.Layer):
     """Pools a token sequence by attention from one learned query (the probe).

@@ -5,9 +5,11 @@ from __future__ import annotations
 import keras
 from keras import ops
 
+from keras_vit._export import export
 from keras_vit.utils import to_pair
 
 
+@export("keras_vit.layers.PatchEmbedding")
 @keras.saving.register_keras_serializable(package="keras_vit")
 class PatchEmbedding(keras.layers.Layer):
     """Cuts an image into non-overlapping patches and embeds each one.
@@ -25,6 +27,8 @@ class PatchEmbedding(keras.layers.Layer):
             `"lecun_normal"`, as in the reference implementation.
         bias_initializer: Initializer of the projection bias. Defaults to
             `"zeros"`.
+        use_bias: Whether the projection has a bias (Perception Encoder's,
+            followed by a LayerNorm, has none). Defaults to `True`.
         **kwargs: Base layer keyword arguments, such as `name` and `dtype`.
 
     Call arguments:
@@ -51,9 +55,11 @@ class PatchEmbedding(keras.layers.Layer):
         patch_size: int | tuple[int, int],
         kernel_initializer="lecun_normal",
         bias_initializer="zeros",
+        use_bias: bool = True,
         **kwargs,
     ):
         super().__init__(**kwargs)
+        self.use_bias = bool(use_bias)
         if int(hidden_dim) <= 0:
             raise ValueError(
                 f"`hidden_dim` must be positive. Received: hidden_dim={hidden_dim}"
@@ -81,9 +87,13 @@ class PatchEmbedding(keras.layers.Layer):
             shape=(*self.patch_size, channels, self.hidden_dim),
             initializer=self.kernel_initializer,
         )
-        self.bias = self.add_weight(
-            name="bias", shape=(self.hidden_dim,), initializer=self.bias_initializer
-        )
+        self.bias = None
+        if self.use_bias:
+            self.bias = self.add_weight(
+                name="bias",
+                shape=(self.hidden_dim,),
+                initializer=self.bias_initializer,
+            )
         self.input_spec = keras.InputSpec(ndim=4, axes={-1: channels})
 
     def _check_image_size(self, height, width):
@@ -100,7 +110,8 @@ class PatchEmbedding(keras.layers.Layer):
     def call(self, inputs):
         kernel = ops.cast(self.kernel, self.compute_dtype)
         x = ops.conv(inputs, kernel, strides=self.patch_size, padding="valid")
-        x = x + ops.cast(self.bias, x.dtype)  # (B, h, w, D)
+        if self.bias is not None:
+            x = x + ops.cast(self.bias, x.dtype)  # (B, h, w, D)
         batch_size, grid_h, grid_w = ops.shape(x)[0], ops.shape(x)[1], ops.shape(x)[2]
         return ops.reshape(x, (batch_size, grid_h * grid_w, self.hidden_dim))
 
@@ -122,6 +133,7 @@ class PatchEmbedding(keras.layers.Layer):
                     self.kernel_initializer
                 ),
                 "bias_initializer": keras.initializers.serialize(self.bias_initializer),
+                "use_bias": self.use_bias,
             }
         )
         return config

@@ -5,10 +5,11 @@ from __future__ import annotations
 import keras
 from keras import ops
 
-# The modes of `TokenPooling`: the class token, or the mean of the patches.
-POOLING_MODES = ("token", "gap")
+from keras_vit._export import export
+from keras_vit.layers.kinds import POOLING_MODES
 
 
+@export("keras_vit.layers.TokenPooling")
 @keras.saving.register_keras_serializable(package="keras_vit")
 class TokenPooling(keras.layers.Layer):
     """Pools a token sequence: the class token, or the mean of the patches.

@@ -12,12 +12,14 @@ import keras
 import numpy as np
 from keras import ops
 
+from keras_vit._export import export
 from keras_vit.resample import resample_position_embedding
 from keras_vit.resample import resolve_method
 from keras_vit.resample import weight_matrix
 from keras_vit.utils import to_pair
 
 
+@export("keras_vit.layers.AddPositionEmbedding")
 @keras.saving.register_keras_serializable(package="keras_vit")
 class AddPositionEmbedding(keras.layers.Layer):
     """Adds a learned position embedding to a token sequence.

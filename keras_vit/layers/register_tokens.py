@@ -5,7 +5,10 @@ from __future__ import annotations
 import keras
 from keras import ops
 
+from keras_vit._export import export
 
+
+@export("keras_vit.layers.RegisterTokens")
 @keras.saving.register_keras_serializable(package="keras_vit")
 class RegisterTokens(keras.layers.Layer):
     """Inserts `num_tokens` learned tokens after the leading tokens of a sequence.

@@ -5,9 +5,11 @@ from __future__ import annotations
 import keras
 from keras import ops
 
+from keras_vit._export import export
 from keras_vit.utils import to_pair
 
 
+@export("keras_vit.layers.StdConv2D")
 @keras.saving.register_keras_serializable(package="keras_vit")
 class StdConv2D(keras.layers.Layer):
     """A bias-free 2-D convolution with weight standardisation.

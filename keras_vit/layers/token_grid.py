@@ -5,9 +5,11 @@ from __future__ import annotations
 import keras
 from keras import ops
 
+from keras_vit._export import export
 from keras_vit.utils import to_pair
 
 
+@export("keras_vit.layers.TokenGrid")
 @keras.saving.register_keras_serializable(package="keras_vit")
 class TokenGrid(keras.layers.Layer):
     """Drops the prefix tokens and reshapes the patch tokens to their grid.

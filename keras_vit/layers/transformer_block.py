@@ -6,17 +6,17 @@ import keras
 from keras import ops
 
 from keras_vit import keras_internals
+from keras_vit._export import export
 from keras_vit.layers import custom_grads
 from keras_vit.layers.attention import MultiHeadSelfAttention
 from keras_vit.layers.config import use_erf_gelu
 from keras_vit.layers.config import use_recompute_activations
 from keras_vit.layers.drop_path import DropPath
+from keras_vit.layers.kinds import MLP_KINDS
 from keras_vit.layers.layer_norm import LAYER_NORM_EPSILON
 from keras_vit.layers.layer_norm import LayerNorm
 from keras_vit.layers.layer_scale import LayerScale
 
-# The MLPs a block can have (`mlp=`): the paper's GELU MLP, or a SwiGLU one.
-MLP_KINDS = ("gelu", "swiglu")
 # The sublayers `model.quantize` can change (see `sublayer_dtypes`).
 SUBLAYERS_WITH_DTYPES = ("attention", "mlp_dense_1", "mlp_dense_2")
 
@@ -52,6 +52,7 @@ def gelu(x, approximate: bool = False, training: bool | None = None):
     return custom_grads.erf_gelu(x)
 
 
+@export("keras_vit.layers.TransformerBlock")
 @keras.saving.register_keras_serializable(package="keras_vit")
 class TransformerBlock(keras.layers.Layer):
     """A pre-LayerNorm Transformer encoder block.
@@ -84,7 +85,15 @@ class TransformerBlock(keras.layers.Layer):
         mlp: `"gelu"` (default): `Dense(mlp_dim) -> GELU -> Dense(dim)`.
             `"swiglu"`: `Dense(2 * mlp_dim)`, split in halves `a, b`,
             `silu(a) * b`, then `Dense(dim)` (timm's `SwiGLUPacked`, used by
-            DINOv2-g).
+            DINOv2-g; EVA-02 and DINOv3's `SwiGLU` with separate gate and
+            value layers computes the same).
+        rope: Rotary position embeddings in the attention
+            (`keras_vit.models.options.RotaryOptions` or its dict); the call
+            then takes the patch coordinates. Defaults to `None`.
+        attention_norm: A LayerNorm over the attention's merged heads before
+            its output projection (EVA-02-CLIP). Defaults to `False`.
+        mlp_norm: A LayerNorm over the MLP's hidden units before its output
+            layer (EVA-02's `scale_mlp`). Defaults to `False`.
         sublayer_dtypes: `{sublayer name: dtype policy name}` for the
             sublayers whose policy differs from the block's, e.g.
             `{"attention": "int8_from_float32"}`. `model.quantize` changes
@@ -132,8 +141,11 @@ class TransformerBlock(keras.layers.Layer):
         gelu_approximate: bool = False,
         layer_scale_init: float | None = None,
         qk_norm: bool = False,
-        qkv_bias: bool = True,
+        qkv_bias: bool | str = True,
         mlp: str = "gelu",
+        rope=None,
+        attention_norm: bool = False,
+        mlp_norm: bool = False,
         sublayer_dtypes: dict[str, str] | None = None,
         **kwargs,
     ):
@@ -146,8 +158,11 @@ class TransformerBlock(keras.layers.Layer):
             None if layer_scale_init is None else float(layer_scale_init)
         )
         self.qk_norm = bool(qk_norm)
-        self.qkv_bias = bool(qkv_bias)
+        self.qkv_bias = qkv_bias if qkv_bias == "qv" else bool(qkv_bias)
         self.mlp = mlp
+        self.rope = None if rope is None else _rope_dict(rope)
+        self.attention_norm = bool(attention_norm)
+        self.mlp_norm = bool(mlp_norm)
         self.num_heads = int(num_heads)
         self.mlp_dim = int(mlp_dim)
         self.dropout_rate = float(dropout_rate)
@@ -176,6 +191,9 @@ class TransformerBlock(keras.layers.Layer):
             attention_dropout_rate=self.attention_dropout_rate,
             qk_norm=self.qk_norm,
             qkv_bias=self.qkv_bias,
+            rope=self.rope,
+            attention_norm=self.attention_norm,
+            layer_norm_epsilon=self.layer_norm_epsilon,
             name="attention",
             dtype=dtype_of("attention"),
         )
@@ -199,6 +217,10 @@ class TransformerBlock(keras.layers.Layer):
         self.mlp_dropout_2 = keras.layers.Dropout(
             self.dropout_rate, name="mlp_dropout_2", dtype=policy
         )
+        if self.mlp_norm:
+            self.mlp_hidden_norm = LayerNorm(
+                epsilon=self.layer_norm_epsilon, name="mlp_norm", dtype=policy
+            )
         self.drop_path = DropPath(self.drop_path_rate, name="drop_path", dtype=policy)
         if self.layer_scale_init is not None:
             init = self.layer_scale_init
@@ -219,6 +241,8 @@ class TransformerBlock(keras.layers.Layer):
             dtype=self.sublayer_dtypes.get("mlp_dense_2", self.dtype_policy),
         )
         self.mlp_dense_2.build((*input_shape[:-1], self.mlp_dim))
+        if self.mlp_norm:
+            self.mlp_hidden_norm.build((None, self.mlp_dim))
         if self.layer_scale_init is not None:
             self.layer_scale_1.build(input_shape)
             self.layer_scale_2.build(input_shape)
@@ -237,15 +261,17 @@ class TransformerBlock(keras.layers.Layer):
         training=None,
         return_attention_scores=False,
         return_intermediates=False,
+        rope=None,
     ):
         with_scores = return_attention_scores or return_intermediates
         x = self.norm_1(inputs, training=training)
+        extra = {} if self.rope is None else {"rope": rope}
         if with_scores:
             x, scores = self.attention(
-                x, training=training, return_attention_scores=True
+                x, training=training, return_attention_scores=True, **extra
             )  # (B, N, D), (B, H, N, N)
         else:
-            x = self.attention(x, training=training)  # (B, N, D)
+            x = self.attention(x, training=training, **extra)  # (B, N, D)
         x = self.attention_output_dropout(x, training=training)
         if self.layer_scale_init is not None:
             x = self.layer_scale_1(x)
@@ -272,6 +298,8 @@ class TransformerBlock(keras.layers.Layer):
             if self.mlp != "swiglu":
                 y = gelu(y, self.gelu_approximate, training)
             y = self.mlp_dropout_1(y, training=training)
+            if self.mlp_norm:
+                y = self.mlp_hidden_norm(y, training=training)
             y = self.mlp_dense_2(y)  # (B*N, D)
         y = self.mlp_dropout_2(ops.reshape(y, shape), training=training)  # (B, N, D)
         if self.layer_scale_init is not None:
@@ -306,6 +334,8 @@ class TransformerBlock(keras.layers.Layer):
             return None
         if self.mlp != "gelu" or self.gelu_approximate or self.mlp_dropout_1.rate:
             return None
+        if self.mlp_norm:
+            return None
         return keras_internals.plain_dense_weights(self.mlp_dense_2, dtype)
 
     def rematerialized_call(self, layer_call, *args, **kwargs):
@@ -334,6 +364,7 @@ class TransformerBlock(keras.layers.Layer):
         training=None,
         return_attention_scores=False,
         return_intermediates=False,
+        rope=None,
     ):
         # Same shapes as the attention sub-block: (B, N, D) and (B, H, N, N).
         if not return_intermediates:
@@ -364,6 +395,9 @@ class TransformerBlock(keras.layers.Layer):
                 "qk_norm": self.qk_norm,
                 "qkv_bias": self.qkv_bias,
                 "mlp": self.mlp,
+                "rope": self.rope,
+                "attention_norm": self.attention_norm,
+                "mlp_norm": self.mlp_norm,
             }
         )
         own = self.dtype_policy.name
@@ -374,3 +408,14 @@ class TransformerBlock(keras.layers.Layer):
                 dtypes[name] = layer.dtype_policy.name
         config["sublayer_dtypes"] = dtypes or None
         return config
+
+
+def _rope_dict(rope) -> dict:
+    """A `RotaryOptions` (or its dict) as the JSON-able dict a config keeps."""
+    if isinstance(rope, dict):
+        config = dict(rope)
+    else:
+        config = rope.get_config()
+    if config.get("reference_grid") is not None:
+        config["reference_grid"] = list(config["reference_grid"])
+    return config

@@ -18,7 +18,7 @@ from keras_vit.layers import PatchEmbedding
 from keras_vit.layers import RegisterTokens
 from keras_vit.layers import TokenPooling
 from keras_vit.layers import TransformerBlock
-from keras_vit.layers.layer_norm import LAYER_NORM_EPSILON
+from keras_vit.layers.rotary import RotaryCoordinates
 from keras_vit.models import layout as names
 from keras_vit.models.options import EncoderOptions
 from keras_vit.models.resnet import resnet_features
@@ -36,19 +36,28 @@ def check_image_size(spec: ModelSpec, image_size: tuple[int, int]) -> None:
             )
 
 
-def patch_tokens(images, spec: ModelSpec, return_grid_source: bool = False):
+def patch_tokens(
+    images,
+    spec: ModelSpec,
+    return_grid_source: bool = False,
+    options: EncoderOptions | None = None,
+):
     """Images `(B, H, W, C)` -> patch embeddings `(B, N, D)` (Eq. 1).
 
     Runs the hybrid backbone first when `spec` has one. With
     `return_grid_source`, also returns the tensor the patch embedding ran on
     (the images, or the backbone's feature map), from which a dynamic-size
-    model reads its patch grid.
+    model reads its patch grid. With `options.pre_norm` the projection has
+    no bias (a LayerNorm follows it).
     """
     x = images
     if spec.backbone is not None:
         x = resnet_features(x, spec.backbone)
     embedding = PatchEmbedding(
-        spec.variant.hidden_dim, spec.patch_size, name=names.EMBEDDING
+        spec.variant.hidden_dim,
+        spec.patch_size,
+        use_bias=not (options is not None and options.pre_norm),
+        name=names.EMBEDDING,
     )
     tokens = embedding(x)  # (B, N, D)
     return (tokens, x) if return_grid_source else tokens
@@ -66,9 +75,12 @@ def encode(
     """Patch embeddings `(B, N, D)` -> encoded tokens `(B, prefix + N, D)`.
 
     Prepends the class token (and the distillation token), adds position
-    embeddings, inserts the register tokens, runs the Transformer blocks
-    (Eq. 2-3) and the final LayerNorm (unless `options.fc_norm`, which
-    normalises after pooling instead), all as `options` says. The token
+    embeddings (unless `options.position_embedding` is off), inserts the
+    register tokens, normalises (`options.pre_norm`), runs the Transformer
+    blocks (Eq. 2-3), with the patch coordinates of their rotary embeddings
+    when `options.rope` is set, and the final LayerNorm (unless
+    `options.fc_norm`, which normalises after pooling instead, or
+    `options.encoder_norm` is off), all as `options` says. The token
     order is `[class, distillation, registers, patches]`. The position
     table has rows for the class and distillation tokens, unless
     `no_embed_class` (it then covers the patches only and is added before
@@ -82,6 +94,7 @@ def encode(
     size = spec.variant
     grid = tuple(s // spec.total_stride for s in image_size)
     leading = int(options.class_token) + int(options.distillation)
+    dynamic = grid_source is not None
 
     def prepend(x):
         if options.distillation:
@@ -93,18 +106,19 @@ def encode(
     x = tokens
     if not options.no_embed_class:
         x = prepend(x)
-    posemb_prefix = 0 if options.no_embed_class else leading
-    if grid_source is None:
-        x = AddPositionEmbedding(grid, posemb_prefix, name=names.POSEMB)(x)
-    else:
-        x = AddPositionEmbedding(
-            grid,
-            posemb_prefix,
-            dynamic=True,
-            patch_size=spec.patch_size,
-            resample_method=resample_method,
-            name=names.POSEMB,
-        )(x, grid_source=grid_source)
+    if options.position_embedding:
+        posemb_prefix = 0 if options.no_embed_class else leading
+        if not dynamic:
+            x = AddPositionEmbedding(grid, posemb_prefix, name=names.POSEMB)(x)
+        else:
+            x = AddPositionEmbedding(
+                grid,
+                posemb_prefix,
+                dynamic=True,
+                patch_size=spec.patch_size,
+                resample_method=resample_method,
+                name=names.POSEMB,
+            )(x, grid_source=grid_source)
     if options.no_embed_class:
         x = prepend(x)
     if options.num_registers:
@@ -112,6 +126,25 @@ def encode(
             x
         )
     x = keras.layers.Dropout(options.dropout_rate, name=names.POSEMB_DROPOUT)(x)
+    if options.pre_norm:
+        x = keras.layers.LayerNormalization(
+            epsilon=options.layer_norm_epsilon, name=names.PRE_NORM
+        )(x)  # (B, prefix + N, D)
+    rope = {}
+    if options.rope is not None:
+        coordinates = RotaryCoordinates(
+            options.rope.kind,
+            grid_size=grid,
+            grid_offset=options.rope.grid_offset,
+            grid_indexing=options.rope.grid_indexing,
+            reference_grid=options.rope.reference_grid,
+            dynamic=dynamic,
+            patch_size=spec.patch_size if dynamic else None,
+            name=names.ROPE,
+        )
+        rope["rope"] = (
+            coordinates(x, grid_source=grid_source) if dynamic else coordinates(x)
+        )  # (N, 2)
     for i in range(size.depth):
         # Only the block itself is recomputed (its sublayers, built inside
         # the scope too, are not named): one recomputation per block.
@@ -125,11 +158,11 @@ def encode(
                 **options.block_arguments(i, size.depth),
                 name=names.block_name(i),
             )
-        x = block(x)  # (B, prefix + N, D)
-    if options.fc_norm:
-        return x  # (B, prefix + N, D): normalised after pooling
+        x = block(x, **rope)  # (B, prefix + N, D)
+    if options.fc_norm or not options.encoder_norm:
+        return x  # (B, prefix + N, D): normalised after pooling, or not at all
     norm = keras.layers.LayerNormalization(
-        epsilon=LAYER_NORM_EPSILON, name=names.ENCODER_NORM
+        epsilon=options.layer_norm_epsilon, name=names.ENCODER_NORM
     )
     return norm(x)  # (B, prefix + N, D)
 
@@ -147,9 +180,10 @@ def readout(tokens, spec: ModelSpec, options: EncoderOptions):
     prefix = options.num_prefix_tokens
     if options.pooling == "map":
         x = MAPHead(
-            spec.variant.num_heads,
-            spec.variant.mlp_dim,
-            prefix,
+            options.map_heads or spec.variant.num_heads,
+            options.map_mlp_dim or spec.variant.mlp_dim,
+            0 if options.pool_include_prefix else prefix,
+            layer_norm_epsilon=options.layer_norm_epsilon,
             gelu_approximate=options.gelu_approximate,
             name=names.POOL,
         )(tokens)  # (B, D)
@@ -157,6 +191,6 @@ def readout(tokens, spec: ModelSpec, options: EncoderOptions):
         x = TokenPooling(options.pooling, prefix, name=names.POOL)(tokens)  # (B, D)
     if options.fc_norm:
         x = keras.layers.LayerNormalization(
-            epsilon=LAYER_NORM_EPSILON, name=names.FC_NORM
+            epsilon=options.layer_norm_epsilon, name=names.FC_NORM
         )(x)  # (B, D)
     return x

@@ -12,6 +12,7 @@ import warnings
 
 import keras
 
+from keras_vit._export import export
 from keras_vit.layers.token_grid import TokenGrid
 from keras_vit.models.layout import ENCODER_NORM
 from keras_vit.models.layout import LayoutError
@@ -19,6 +20,7 @@ from keras_vit.models.layout import ModelLayout
 from keras_vit.models.layout import ViTLayout
 
 
+@export("keras_vit.feature_extractor", "keras_vit.models.feature_extractor")
 def feature_extractor(
     model: keras.Model,
     blocks: list[int] | str | None = "all",

@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import keras
 
+from keras_vit._export import export
 from keras_vit.models.preprocessing import as_preprocessing
 
 
+@export("keras_vit.models.OptimizerFirstModel")
 @keras.saving.register_keras_serializable(package="keras_vit")
 class OptimizerFirstModel(keras.Model):
     """A functional model whose first training step is traced once.

@@ -24,7 +24,10 @@ import dataclasses
 
 import keras
 
+from keras_vit._export import export
 from keras_vit.layers.map_head import MAPHead
+from keras_vit.models import architectures
+from keras_vit.models.architectures import LayoutError
 from keras_vit.models.options import EncoderOptions
 
 # The input and the layers, in graph order.
@@ -35,6 +38,10 @@ EMBEDDING = "embedding"
 CLASS_TOKEN = "class_token"
 DIST_TOKEN = "dist_token"
 POSEMB = "posembed_input"
+# The patch coordinates of rotary position embeddings, and the LayerNorm
+# before the blocks (Perception Encoder's `norm_pre`).
+ROPE = "rope_coordinates"
+PRE_NORM = "pre_norm"
 REGISTER_TOKENS = "register_tokens"
 POSEMB_DROPOUT = "posembed_dropout"
 BLOCK_PREFIX = "encoderblock_"
@@ -85,10 +92,7 @@ def unit_name(stage: int, unit: int) -> str:
     return UNIT.format(s=int(stage), u=int(unit))
 
 
-class LayoutError(ValueError):
-    """A model is not a keras_vit ViT (or lacks a part a caller needs)."""
-
-
+@export("keras_vit.models.ModelLayout")
 class ModelLayout:
     """What every layout answers: layers by name, blocks by index, pooling.
 
@@ -96,8 +100,8 @@ class ModelLayout:
     `pooled_name` fields (`ViTLayout`; a wing's, e.g. `keras_vit.parkkim.CNNLayout`), a
     `describes(model)` test and a `final` layer (the encoded token sequence
     of a ViT, the last activated map of a CNN; `final_key` names it).
-    `ModelLayout.of(model)` picks the one that describes the model: the
-    single place where the model families are told apart.
+    `ModelLayout.of(model)` reads a model with the layout of the
+    architecture that built it (`keras_vit.models.architectures`).
 
     Example:
 
@@ -109,32 +113,17 @@ class ModelLayout:
 
     final_key: str = "final"
 
-    # Every kind of layout, in definition order: a subclass is one as soon as
-    # its module is imported (`keras_vit.models` imports them all).
-    _kinds: list[type[ModelLayout]] = []
-
-    def __init_subclass__(cls, **kwargs):
-        super().__init_subclass__(**kwargs)
-        ModelLayout._kinds.append(cls)
-
     @classmethod
     def of(cls, model: keras.Model) -> ModelLayout:
-        """The layout of any keras_vit model: a `ViTLayout` or a `CNNLayout`.
+        """The layout of any keras_vit model: a `ViTLayout` or a wing's.
 
-        Each subclass of `ModelLayout` is asked in turn (`describes`); the
-        first that describes `model` reads it.
+        The architecture that built `model` (`keras_vit.models.architectures`)
+        names the layout that reads it.
 
         Raises:
             LayoutError: `model` was built by none of keras_vit's builders.
         """
-        for kind in ModelLayout._kinds:
-            if kind.describes(model):
-                return kind.of(model)
-        raise LayoutError(
-            f"Model {model.name!r} was not built by keras_vit: it has neither "
-            f"Transformer blocks and a {POSEMB!r} layer (keras_vit.ViT) nor "
-            "'stage*_block*' layers (PreActResNet, AlterNet)."
-        )
+        return architectures.architecture_of(model).layout.of(model)
 
     @classmethod
     def describes(cls, model: keras.Model) -> bool:
@@ -199,6 +188,7 @@ class ModelLayout:
         return self.layer(self.pooled_name)
 
 
+@export("keras_vit.ViTLayout", "keras_vit.models.ViTLayout")
 @dataclasses.dataclass(frozen=True)
 class ViTLayout(ModelLayout):
     """What a built keras_vit model is made of.
@@ -241,7 +231,8 @@ class ViTLayout(ModelLayout):
     @classmethod
     def describes(cls, model: keras.Model) -> bool:
         names = {layer.name for layer in model.layers}
-        return POSEMB in names and any(block_index(n) is not None for n in names)
+        positions = POSEMB in names or ROPE in names
+        return positions and any(block_index(n) is not None for n in names)
 
     @classmethod
     def of(cls, model: keras.Model) -> ViTLayout:
@@ -255,13 +246,17 @@ class ViTLayout(ModelLayout):
         blocks = sorted(
             (n for n in names if block_index(n) is not None), key=block_index
         )
-        if not blocks or POSEMB not in names:
-            missing = "Transformer blocks" if not blocks else f"a {POSEMB!r} layer"
+        if not blocks or not ({POSEMB, ROPE} & names):
+            missing = (
+                "Transformer blocks"
+                if not blocks
+                else f"a {POSEMB!r} or {ROPE!r} layer"
+            )
             raise LayoutError(
                 f"Model {model.name!r} has no {missing}: it was not built by "
                 "keras_vit.ViT (or a keras_vit model builder)."
             )
-        posemb = model.get_layer(POSEMB)
+        grid_layer = model.get_layer(POSEMB if POSEMB in names else ROPE)
         shape = tuple(model.inputs[0].shape)
         if len(shape) != 4:
             raise LayoutError(
@@ -278,7 +273,7 @@ class ViTLayout(ModelLayout):
         return cls(
             model=model,
             block_names=tuple(blocks),
-            grid_size=tuple(int(g) for g in posemb.grid_size),
+            grid_size=tuple(int(g) for g in grid_layer.grid_size),
             num_prefix_tokens=prefix,
             num_registers=registers,
             image_size=tuple(None if s is None else int(s) for s in shape[1:3]),
@@ -300,31 +295,37 @@ class ViTLayout(ModelLayout):
         distillation token (the two settings then build the same model).
         """
         names = {layer.name for layer in self.model.layers}
-        block = self.block(0).get_config()
-        last = self.block(-1).get_config()
         leading = int(CLASS_TOKEN in names) + int(DIST_TOKEN in names)
-        pooling = None
+        first = self.block(0).get_config()
+        blocks = EncoderOptions.block_options_of(first, self.block(-1).get_config())
+        pooling, map_options = None, {}
         if POOL in names:
             pool = self.layer(POOL)
             pooling = "map" if isinstance(pool, MAPHead) else pool.mode
+            if pooling == "map":
+                heads, mlp_dim = int(pool.num_heads), int(pool.mlp_dim)
+                map_options = {
+                    "map_heads": None if heads == first["num_heads"] else heads,
+                    "map_mlp_dim": None if mlp_dim == first["mlp_dim"] else mlp_dim,
+                    "pool_include_prefix": bool(
+                        self.num_prefix_tokens and pool.num_prefix_tokens == 0
+                    ),
+                }
+        posemb = POSEMB in names
         return EncoderOptions(
             class_token=CLASS_TOKEN in names,
             distillation=DIST_TOKEN in names,
             num_registers=self.num_registers,
             no_embed_class=bool(
-                leading and self.position_embedding.num_prefix_tokens == 0
+                posemb and leading and self.position_embedding.num_prefix_tokens == 0
             ),
-            qk_norm=bool(block["qk_norm"]),
-            qkv_bias=bool(block.get("qkv_bias", True)),
-            layer_scale_init=block["layer_scale_init"],
-            mlp=block["mlp"],
-            gelu_approximate=bool(block["gelu_approximate"]),
-            dropout_rate=float(block["dropout_rate"]),
-            attention_dropout_rate=float(block["attention_dropout_rate"]),
-            # Block i of L has rate * i / (L - 1): the last has the full rate.
-            drop_path_rate=float(last["drop_path_rate"]),
             pooling=pooling,
             fc_norm=FC_NORM in names,
+            encoder_norm=ENCODER_NORM in names or FC_NORM in names,
+            position_embedding=posemb,
+            pre_norm=PRE_NORM in names,
+            **map_options,
+            **blocks,
         )
 
     # -- geometry ------------------------------------------------------------
@@ -352,7 +353,7 @@ class ViTLayout(ModelLayout):
         shape = stem.compute_output_spec(
             keras.KerasTensor((1, probe, probe, self.channels))
         ).shape
-        patch = self.position_embedding.patch_size
+        patch = self.grid_layer.patch_size
         return (probe // shape[1] * patch[0], probe // shape[2] * patch[1])
 
     @property
@@ -373,7 +374,28 @@ class ViTLayout(ModelLayout):
 
     @property
     def position_embedding(self) -> keras.layers.Layer:
+        """The learned position table (`AddPositionEmbedding`).
+
+        Raises:
+            LayoutError: the model has none (its positions are rotary).
+        """
+        if not self.has(POSEMB):
+            raise LayoutError(
+                f"Model {self.model.name!r} has no position table: its blocks "
+                "take positions from rotary embeddings (`rope`)."
+            )
         return self.layer(POSEMB)
+
+    @property
+    def grid_layer(self) -> keras.layers.Layer:
+        """The layer that knows the patch grid: the position table, else the
+        rotary coordinates (`grid_size`, `dynamic`, `patch_size`)."""
+        return self.layer(POSEMB if self.has(POSEMB) else ROPE)
+
+    @property
+    def rope_coordinates(self) -> keras.layers.Layer | None:
+        """The `RotaryCoordinates` layer of a model with rotary embeddings."""
+        return self.layer(ROPE) if self.has(ROPE) else None
 
     @property
     def embedding(self) -> keras.layers.Layer:

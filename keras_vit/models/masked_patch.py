@@ -34,6 +34,7 @@ import keras
 import numpy as np
 from keras import ops
 
+from keras_vit._export import export
 from keras_vit.models import layout as names
 from keras_vit.models.encoder import check_image_size
 from keras_vit.models.encoder import encode
@@ -388,6 +389,7 @@ class MaskedPatchModel(OptimizerFirstModel):
         return super().compute_metrics(x, y, y_pred, sample_weight)
 
 
+@export("keras_vit.models.masked_patch_model")
 def masked_patch_model(
     variant: str | ModelSpec = "B/16",
     *,
@@ -471,7 +473,7 @@ def masked_patch_model(
     targets = MeanColorTargets(
         spec.total_stride, bits=color_bits, name=names.MEAN_COLOR_TARGETS
     )(images)  # (B, N)
-    x = patch_tokens(images, spec)  # (B, N, D)
+    x = patch_tokens(images, spec, options=options)  # (B, N, D)
     x, mask = PatchCorruption(
         corruption_rate, mask_rate, random_rate, seed=seed, name=names.PATCH_CORRUPTION
     )(x)  # (B, N, D), (B, N)

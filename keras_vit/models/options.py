@@ -1,14 +1,19 @@
-"""Every option of a ViT encoder, held once: `EncoderOptions`, and the families.
+"""Every option of a ViT encoder, held once: `EncoderOptions`.
 
 An encoder turns patch embeddings into the image representation: the prefix
 tokens (class, distillation, registers), the position table, the
 Transformer blocks, the final norm and the pooling. Every later ViT family
 (DeiT III, DINOv2, SigLIP, ...) differs from the paper's only in these
-options, so a family is an `EncoderOptions` value (`FAMILIES`). Every
-builder takes the object whole: `keras_vit.ViT`, the masked-patch model,
-the recipes' configs and the keras-hub interop; and
-`keras_vit.models.ViTLayout.of(model).encoder_options` reads it back from a
-built model, so an encoder can be rebuilt exactly.
+options, so a family holds an `EncoderOptions` value
+(`keras_vit.models.zoo`). Every builder takes the object whole:
+`keras_vit.ViT`, the masked-patch model, the recipes' configs and the
+keras-hub interop; and `keras_vit.models.ViTLayout.of(model).encoder_options`
+reads it back from a built model, so an encoder can be rebuilt exactly.
+
+The options each Transformer block takes are marked where they are
+declared (`block_option`): `EncoderOptions.block_arguments` hands them to
+every block, and the layout reads them back off a block's config, so a new
+block option is one field here and one argument of the block.
 
 Example:
 
@@ -24,14 +29,13 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import numbers
-import types
 
-from keras_vit.layers.pooling import POOLING_MODES
-from keras_vit.layers.transformer_block import MLP_KINDS
-from keras_vit.models.preprocessing import IMAGENET
-from keras_vit.models.preprocessing import PAPER
-from keras_vit.models.preprocessing import SIGLIP
-from keras_vit.models.preprocessing import Preprocessing
+from keras_vit._export import export
+from keras_vit.layers.kinds import GRID_INDEXINGS
+from keras_vit.layers.kinds import MLP_KINDS
+from keras_vit.layers.kinds import POOLING_MODES
+from keras_vit.layers.kinds import QKV_BIASES
+from keras_vit.layers.kinds import ROPE_KINDS
 
 # `keras_vit.layers.TokenPooling`'s modes (`POOLING_MODES`); the encoder also
 # pools with the attention-pooling head ("map") or not at all (None: the
@@ -41,8 +45,103 @@ POOLINGS = (*POOLING_MODES, "map", None)
 # (keras_vit.finetune.enable_lora's `targets`): the fused query/key/value
 # kernel or its slices, the attention output, and both MLP layers.
 LORA_TARGETS = ("qkv", "query", "key", "value", "out", "mlp")
+export("keras_vit.finetune.LORA_TARGETS").constant(__name__, "LORA_TARGETS")
+# Where a block option is read back from a built model: the first block, or
+# the last (stochastic depth grows with depth: the last has the full rate).
+FIRST_BLOCK, LAST_BLOCK = "first", "last"
 
 
+def block_option(default, read_from: str = FIRST_BLOCK):
+    """A field of `EncoderOptions` that every `TransformerBlock` takes under
+    the same name (and returns in its `get_config`)."""
+    return dataclasses.field(default=default, metadata={"block": read_from})
+
+
+@export("keras_vit.RotaryOptions", "keras_vit.models.RotaryOptions")
+@dataclasses.dataclass(frozen=True)
+class RotaryOptions:
+    """Rotary position embeddings on the blocks' queries and keys.
+
+    The patch tokens' queries and keys are rotated by angles that depend on
+    their grid position (`keras_vit.layers.rotary`); prefix tokens are not
+    rotated. Computed for the grid the input has, so any image size works.
+
+    Attributes:
+        kind: `"axial"` (EVA-02, PE, RoPE-ViT: integer positions, or
+            positions rescaled to `reference_grid`), `"dinov3"` (DINOv3:
+            patch centres normalised to `[-1, 1]`) or `"mixed"` (RoPE-ViT
+            mixed: frequencies learned per block and head). Defaults to
+            `"axial"`.
+        temperature: The frequencies' base (`"axial"`: `temperature **
+            (-k / (D_h / 4))`; `"dinov3"`: the periods' base); for
+            `"mixed"`, the scale of the initial frequencies. Defaults to
+            10000.
+        grid_offset: Added to every integer position (PE: 1). Defaults to 0.
+        grid_indexing: `"ij"` (rows take the first half of the angles;
+            default) or `"xy"` (columns first).
+        reference_grid: `"axial"` only: positions are rescaled so that any
+            grid spans this `(h, w)` grid (EVA-02: `(16, 16)`). Defaults to
+            `None` (integer positions at every size).
+        rotate_half: Rotate the two halves of a head against each other
+            (DINOv3) instead of neighbouring channel pairs. Defaults to
+            `False`.
+
+    Example:
+
+    ```python
+    rope = RotaryOptions("dinov3", temperature=100, rotate_half=True)
+    model = keras_vit.ViT("test/4", image_size=16, rope=rope,
+                          position_embedding=False)
+    ```
+    """
+
+    kind: str = "axial"
+    temperature: float = 10000.0
+    grid_offset: float = 0.0
+    grid_indexing: str = "ij"
+    reference_grid: tuple[int, int] | None = None
+    rotate_half: bool = False
+
+    def __post_init__(self):
+        if self.reference_grid is not None:
+            grid = self.reference_grid
+            grid = (grid, grid) if isinstance(grid, numbers.Integral) else grid
+            object.__setattr__(self, "reference_grid", tuple(int(g) for g in grid))
+        problems = (
+            ("kind", choice_problem(self.kind, ROPE_KINDS)),
+            ("temperature", _positive_or_none(self.temperature)),
+            ("grid_indexing", choice_problem(self.grid_indexing, GRID_INDEXINGS)),
+            ("rotate_half", _bool(self.rotate_half)),
+            (
+                "reference_grid",
+                "is for the 'axial' kind only"
+                if self.reference_grid is not None and self.kind != "axial"
+                else None,
+            ),
+            (
+                "rotate_half",
+                "is not supported by 'mixed' rotary embeddings"
+                if self.rotate_half and self.kind == "mixed"
+                else None,
+            ),
+        )
+        for name, problem in problems:
+            if problem is not None:
+                raise ValueError(
+                    f"`rope.{name}` {problem}. Received: {getattr(self, name)!r}"
+                )
+        object.__setattr__(self, "temperature", float(self.temperature))
+        object.__setattr__(self, "grid_offset", float(self.grid_offset))
+
+    def get_config(self) -> dict:
+        """A JSON-able dict (`RotaryOptions(**config)` inverts it)."""
+        config = dataclasses.asdict(self)
+        if self.reference_grid is not None:
+            config["reference_grid"] = list(self.reference_grid)
+        return config
+
+
+@export("keras_vit.EncoderOptions", "keras_vit.models.EncoderOptions")
 @dataclasses.dataclass(frozen=True)
 class EncoderOptions:
     """The options of a ViT encoder (tokens, position table, blocks, readout).
@@ -62,8 +161,9 @@ class EncoderOptions:
         qk_norm: LayerNorm on queries and keys in every attention layer.
             Defaults to `False`.
         qkv_bias: Biases on the query, key and value projections. `False`
-            is timm's `qkv_bias=False` (Park & Kim's CIFAR ViT). Defaults
-            to `True`.
+            is timm's `qkv_bias=False` (Park & Kim's CIFAR ViT); `"qv"`
+            biases the queries and values only (EVA's attention: the key's
+            bias is a constant zero). Defaults to `True`.
         layer_scale_init: Scale both residual branches of every block per
             channel by a learned `LayerScale` starting at this value (DeiT
             III: 1e-6, DINOv2: 1e-5; timm's `init_values`). `None`
@@ -90,6 +190,33 @@ class EncoderOptions:
         fc_norm: Normalise the pooled representation instead of the token
             sequence (timm's `fc_norm`, used with `"gap"`). Defaults to
             `False`.
+        encoder_norm: Normalise the token sequence after the blocks (the
+            paper's final LayerNorm); `fc_norm` replaces it. `False` leaves
+            the blocks' output as it is (PE-Lang, PE-Spatial). Defaults to
+            `True`.
+        position_embedding: Add a learned position table (the paper's).
+            `False` for a model whose blocks carry positions alone (rotary
+            embeddings: DINOv3, RoPE-ViT). Defaults to `True`.
+        rope: Rotary position embeddings on the blocks' queries and keys
+            (`RotaryOptions`, or a dict of its fields). Defaults to `None`.
+        pre_norm: A LayerNorm before the blocks, and a patch embedding
+            without bias (Perception Encoder's `norm_pre`). Defaults to
+            `False`.
+        layer_norm_epsilon: The epsilon of every LayerNorm of the encoder
+            (blocks, final, pooled, pre-block, attention pool). Defaults to
+            1e-6, the paper's (DINOv3 and PE: 1e-5).
+        attention_norm: A LayerNorm over the heads' merged outputs before the
+            attention's output projection (EVA-02-CLIP's
+            `scale_attn_inner`). Defaults to `False`.
+        mlp_norm: A LayerNorm over the MLP's hidden units before its output
+            layer (EVA-02's `scale_mlp`, NormFormer). Defaults to `False`.
+        map_heads: Heads of the attention-pooling head (`pooling="map"`);
+            `None` (default) uses the blocks' (SigLIP); PE's has 8.
+        map_mlp_dim: Hidden width of the attention-pooling head's MLP;
+            `None` (default) uses the blocks'.
+        pool_include_prefix: The attention-pooling head attends to the
+            prefix tokens too (PE; timm's `pool_include_prefix`). Defaults to
+            `False` (the patch tokens only, as SigLIP's).
 
     Raises:
         ValueError: An option out of its range or a combination that cannot
@@ -100,19 +227,31 @@ class EncoderOptions:
     distillation: bool = False
     num_registers: int = 0
     no_embed_class: bool = False
-    qk_norm: bool = False
-    qkv_bias: bool = True
-    layer_scale_init: float | None = None
-    mlp: str = "gelu"
-    gelu_approximate: bool = False
-    dropout_rate: float = 0.0
-    attention_dropout_rate: float = 0.0
-    drop_path_rate: float = 0.0
+    qk_norm: bool = block_option(False)
+    qkv_bias: bool | str = block_option(True)
+    layer_scale_init: float | None = block_option(None)
+    mlp: str = block_option("gelu")
+    gelu_approximate: bool = block_option(False)
+    dropout_rate: float = block_option(0.0)
+    attention_dropout_rate: float = block_option(0.0)
+    drop_path_rate: float = block_option(0.0, read_from=LAST_BLOCK)
     remat: bool = False
     pooling: str | None = "token"
     fc_norm: bool = False
+    encoder_norm: bool = True
+    position_embedding: bool = True
+    rope: RotaryOptions | None = block_option(None)
+    pre_norm: bool = False
+    layer_norm_epsilon: float = block_option(1e-6)
+    attention_norm: bool = block_option(False)
+    mlp_norm: bool = block_option(False)
+    map_heads: int | None = None
+    map_mlp_dim: int | None = None
+    pool_include_prefix: bool = False
 
     def __post_init__(self):
+        if isinstance(self.rope, dict):  # a saved config, or a JSON one
+            object.__setattr__(self, "rope", RotaryOptions(**self.rope))
         for name, problem in self._problems():
             if problem is not None:
                 raise ValueError(
@@ -122,9 +261,45 @@ class EncoderOptions:
     def _problems(self):
         """Yields `(option, None or what is wrong with it)`."""
         for name in ("class_token", "distillation", "no_embed_class", "qk_norm",
-                     "qkv_bias", "gelu_approximate", "remat", "fc_norm"):  # fmt: skip
+                     "gelu_approximate", "remat", "fc_norm", "encoder_norm",
+                     "position_embedding", "pre_norm", "attention_norm",
+                     "mlp_norm", "pool_include_prefix"):  # fmt: skip
             yield name, _bool(getattr(self, name))
+        yield (
+            "qkv_bias",
+            None
+            if self.qkv_bias == "qv" or isinstance(self.qkv_bias, bool)
+            else f"must be one of {QKV_BIASES}",
+        )
         yield "num_registers", _count(self.num_registers)
+        yield (
+            "rope",
+            None
+            if self.rope is None or isinstance(self.rope, RotaryOptions)
+            else "must be a keras_vit.models.options.RotaryOptions, a dict or None",
+        )
+        yield "layer_norm_epsilon", _positive_or_none(self.layer_norm_epsilon)
+        for name in ("map_heads", "map_mlp_dim"):
+            value = getattr(self, name)
+            yield (
+                name,
+                None
+                if value is None or _count(value) is None and value
+                else ("must be a positive integer or None"),
+            )
+        for name in ("map_heads", "map_mlp_dim", "pool_include_prefix"):
+            yield (
+                name,
+                "is for pooling='map'"
+                if getattr(self, name) not in (None, False) and self.pooling != "map"
+                else None,
+            )
+        yield (
+            "no_embed_class",
+            "needs a position table (position_embedding=True)"
+            if self.no_embed_class and not self.position_embedding
+            else None,
+        )
         yield "mlp", choice_problem(self.mlp, MLP_KINDS)
         yield "pooling", choice_problem(self.pooling, POOLINGS)
         for name in ("dropout_rate", "attention_dropout_rate", "drop_path_rate"):
@@ -171,17 +346,33 @@ class EncoderOptions:
         return dataclasses.replace(self, **changes)
 
     def block_arguments(self, index: int, depth: int) -> dict:
-        """The `keras_vit.layers.TransformerBlock` arguments of block `index`."""
-        return {
-            "dropout_rate": self.dropout_rate,
-            "attention_dropout_rate": self.attention_dropout_rate,
-            "drop_path_rate": drop_path_rates(self.drop_path_rate, depth)[index],
-            "gelu_approximate": self.gelu_approximate,
-            "layer_scale_init": self.layer_scale_init,
-            "qk_norm": self.qk_norm,
-            "qkv_bias": self.qkv_bias,
-            "mlp": self.mlp,
-        }
+        """The `keras_vit.layers.TransformerBlock` arguments of block `index`:
+        every block option, with block `index`'s stochastic-depth rate."""
+        arguments = {name: getattr(self, name) for name in block_option_names()}
+        arguments["drop_path_rate"] = drop_path_rates(self.drop_path_rate, depth)[index]
+        return arguments
+
+    @classmethod
+    def block_options_of(cls, first: dict, last: dict) -> dict:
+        """The block options of a built encoder, from its first and last
+        blocks' configs (an option a config lacks, saved by an older
+        version, takes its default).
+
+        Example:
+
+        ```python
+        layout = keras_vit.ViTLayout.of(model)
+        EncoderOptions.block_options_of(layout.block(0).get_config(),
+                                        layout.block(-1).get_config())
+        ```
+        """
+        read = {}
+        for field in dataclasses.fields(cls):
+            where = field.metadata.get("block")
+            if where is not None:
+                config = first if where == FIRST_BLOCK else last
+                read[field.name] = config.get(field.name, field.default)
+        return read
 
 
 def drop_path_rates(rate: float, depth: int) -> tuple[float, ...]:
@@ -201,6 +392,13 @@ def drop_path_rates(rate: float, depth: int) -> tuple[float, ...]:
 def option_names() -> tuple[str, ...]:
     """The names of `EncoderOptions`' fields, in declaration order."""
     return tuple(f.name for f in dataclasses.fields(EncoderOptions))
+
+
+def block_option_names() -> tuple[str, ...]:
+    """The options every `TransformerBlock` takes (`block_option` fields)."""
+    return tuple(
+        f.name for f in dataclasses.fields(EncoderOptions) if "block" in f.metadata
+    )
 
 
 def builder_arguments(builder) -> tuple[str, ...]:
@@ -280,99 +478,3 @@ def _positive_or_none(value):
         return None
     ok = isinstance(value, numbers.Real) and not isinstance(value, bool)
     return None if ok and value > 0 else "must be a positive number or None"
-
-
-@dataclasses.dataclass(frozen=True)
-class Family:
-    """A published ViT recipe: its encoder options and its model defaults.
-
-    Attributes:
-        title: The family's name in docs and docstrings.
-        options: The `EncoderOptions` every model of the family is built
-            with (the caller's keyword arguments override single options).
-        defaults: Other `keras_vit.ViT` arguments the family's models
-            default to (e.g. DINOv2's 518-px input, no classifier).
-        preprocessing: The input contract of the family's checkpoints
-            (`keras_vit.Preprocessing`), the models' default.
-    """
-
-    title: str
-    options: EncoderOptions
-    defaults: types.MappingProxyType = dataclasses.field(
-        default_factory=lambda: types.MappingProxyType({})
-    )
-    preprocessing: Preprocessing = PAPER
-
-    def arguments(self) -> dict:
-        """The `keras_vit.ViT` keywords the family sets: its encoder options
-        that differ from the defaults, then its model defaults.
-
-        Example:
-
-        >>> FAMILIES["deit3"].arguments()
-        {'no_embed_class': True, 'layer_scale_init': 1e-06}
-        """
-        default = EncoderOptions()
-        changed = {
-            name: getattr(self.options, name)
-            for name in option_names()
-            if getattr(self.options, name) != getattr(default, name)
-        }
-        return {**changed, **self.defaults}
-
-
-def _family(
-    title: str, options: EncoderOptions, preprocessing: Preprocessing, **defaults
-) -> Family:
-    return Family(title, options, types.MappingProxyType(defaults), preprocessing)
-
-
-# The families' encoders, as timm builds their checkpoints. DINOv2 and
-# SigLIP are backbones without a published classifier, so their models come
-# without the top unless asked for one.
-_DINOV2 = EncoderOptions(layer_scale_init=1e-5, num_registers=4, no_embed_class=True)
-FAMILIES = types.MappingProxyType(
-    {
-        "deit3": _family(
-            "DeiT III",
-            EncoderOptions(layer_scale_init=1e-6, no_embed_class=True),
-            IMAGENET,
-        ),
-        "dinov2": _family(
-            "DINOv2 with registers",
-            _DINOV2,
-            IMAGENET,
-            image_size=518,
-            include_top=False,
-        ),
-        "dinov2_swiglu": _family(
-            "DINOv2 with registers",
-            dataclasses.replace(_DINOV2, mlp="swiglu"),
-            IMAGENET,
-            image_size=518,
-            include_top=False,
-        ),
-        "siglip": _family(
-            "SigLIP",
-            EncoderOptions(class_token=False, pooling="map", no_embed_class=True),
-            SIGLIP,
-            include_top=False,
-        ),
-    }
-)
-
-# The named constructors of the families (`keras_vit.models.families`):
-# name -> (variant, family).
-FAMILY_MODELS = types.MappingProxyType(
-    {
-        "DeiT3_S16": ("S/16", "deit3"),
-        "DeiT3_B16": ("B/16", "deit3"),
-        "DeiT3_L16": ("L/16", "deit3"),
-        "DINOv2_S14": ("S/14", "dinov2"),
-        "DINOv2_B14": ("B/14", "dinov2"),
-        "DINOv2_L14": ("L/14", "dinov2"),
-        "DINOv2_g14": ("g/14", "dinov2_swiglu"),
-        "SigLIP_B16": ("B/16", "siglip"),
-        "SigLIP_So400m14": ("So400m/14", "siglip"),
-    }
-)

@@ -34,13 +34,19 @@ import math
 import numbers
 from collections.abc import Mapping
 
+from keras_vit._export import export
+
 # The per-channel statistics of the published checkpoints, of pixels in
 # [0, 1]: the paper's and SigLIP's "Inception" range [-1, 1], and ImageNet's
 # (DeiT III, DINOv2). Values as timm's `timm.data.constants`.
 INCEPTION_MEAN = (0.5, 0.5, 0.5)
+export("keras_vit.models.INCEPTION_MEAN").constant(__name__, "INCEPTION_MEAN")
 INCEPTION_STD = (0.5, 0.5, 0.5)
+export("keras_vit.models.INCEPTION_STD").constant(__name__, "INCEPTION_STD")
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
+export("keras_vit.models.IMAGENET_MEAN").constant(__name__, "IMAGENET_MEAN")
 IMAGENET_STD = (0.229, 0.224, 0.225)
+export("keras_vit.models.IMAGENET_STD").constant(__name__, "IMAGENET_STD")
 
 INTERPOLATIONS = ("bilinear", "bicubic", "nearest", "area", "lanczos3")
 # "squash": the whole image is resized to size / crop_fraction, aspect ratio
@@ -63,6 +69,7 @@ def _triple(value, name: str) -> tuple[float, float, float]:
     return values
 
 
+@export("keras_vit.Preprocessing", "keras_vit.models.Preprocessing")
 @dataclasses.dataclass(frozen=True)
 class Preprocessing:
     """How a checkpoint's inputs were prepared from RGB pixels.
@@ -327,6 +334,7 @@ SIGLIP = Preprocessing(
 )  # fmt: skip
 
 
+@export("keras_vit.models.preprocessing_of")
 def preprocessing_of(model) -> Preprocessing:
     """The input contract `model` carries (`model.preprocessing`), or the
     paper's for a model that carries none (e.g. a plain `keras.Model` made

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import keras
 
+from keras_vit._export import export
 from keras_vit.models import layout as names
 from keras_vit.models.layout import ViTLayout
 from keras_vit.utils import to_pair
 
 
+@export("keras_vit.with_image_size", "keras_vit.models.with_image_size")
 def with_image_size(
     model: keras.Model,
     image_size: int | tuple[int, int],
@@ -18,7 +20,8 @@ def with_image_size(
     """Returns a copy of `model` that takes images of `image_size`.
 
     The architecture and every weight are kept; only the position-embedding
-    table is resampled to the new patch grid (the class-token row is kept),
+    table is resampled to the new patch grid (the class-token row is kept)
+    and rotary embeddings take the new grid's coordinates,
     the paper's recipe for fine-tuning or serving at a higher resolution
     (§3.2). Works for plain and hybrid models, square or not. The weights
     move through `keras_vit.weights.load_weights`, like every other load.
@@ -70,6 +73,8 @@ def with_image_size(
                 layer_config["config"]["dynamic"] = False
                 method = layer_config["config"]["resample_method"]
                 align_corners = None
+        if layer_config["config"].get("name") == names.ROPE:  # rotary positions
+            layer_config["config"].update(grid_size=list(new_grid), dynamic=False)
     resized = model.__class__.from_config(config)
     load_weights(resized, model, resample_method=method, align_corners=align_corners)
     return resized

@@ -6,7 +6,10 @@ import dataclasses
 import re
 import types
 
+from keras_vit._export import export
 
+
+@export("keras_vit.models.Variant")
 @dataclasses.dataclass(frozen=True)
 class Variant:
     """Architecture of one ViT size (Table 1 of the paper)."""
@@ -33,8 +36,10 @@ VARIANTS = types.MappingProxyType(
         "So400m": Variant(hidden_dim=1152, depth=27, mlp_dim=4304, num_heads=16),
     }
 )
+export("keras_vit.VARIANTS", "keras_vit.models.VARIANTS").constant(__name__, "VARIANTS")
 
 
+@export("keras_vit.ResNetSpec", "keras_vit.models.ResNetSpec")
 @dataclasses.dataclass(frozen=True)
 class ResNetSpec:
     """A BiT ResNet backbone for hybrid models (paper §3.1).
@@ -70,12 +75,16 @@ BACKBONES = types.MappingProxyType(
         ("R26", 32): ResNetSpec((2, 2, 2, 2)),
     }
 )
+export("keras_vit.BACKBONES", "keras_vit.models.BACKBONES").constant(
+    __name__, "BACKBONES"
+)
 
 _VARIANT_PATTERN = re.compile(r"^(?:(R\d+)\+)?([A-Za-z][A-Za-z0-9]*)/(\d+)$")
 # A size the table does not list: width x depth x MLP width x heads / patch.
 _CUSTOM_PATTERN = re.compile(r"^(\d+)x(\d+)x(\d+)x(\d+)/(\d+)$")
 
 
+@export("keras_vit.models.ModelSpec")
 @dataclasses.dataclass(frozen=True)
 class ModelSpec:
     """A parsed variant string: size, patch size and optional backbone.
@@ -101,6 +110,7 @@ class ModelSpec:
         return f"{prefix}vit_{self.size.lower()}{self.total_stride}"
 
 
+@export("keras_vit.parse_variant", "keras_vit.models.parse_variant")
 def parse_variant(
     variant: str | ModelSpec, backbone: ResNetSpec | tuple[int, ...] | None = None
 ) -> ModelSpec:
@@ -186,6 +196,7 @@ def parse_variant(
     return ModelSpec(size, VARIANTS[size], patch_size, stride, backbone, backbone_name)
 
 
+@export("keras_vit.models.custom_spec")
 def custom_spec(
     patch_size: int, *, hidden_dim: int, depth: int, mlp_dim: int, num_heads: int
 ) -> ModelSpec:

@@ -1,4 +1,4 @@
-"""The Vision Transformer as a functional Keras model, and its named sizes."""
+"""The Vision Transformer as a functional Keras model (`keras_vit.ViT`)."""
 
 from __future__ import annotations
 
@@ -7,16 +7,15 @@ import numbers
 
 import keras
 
+from keras_vit._export import export
 from keras_vit.layers import TokenPooling
 from keras_vit.layers.padding import PadToMultiple
 from keras_vit.models import layout as names
-from keras_vit.models import model_family
 from keras_vit.models.encoder import check_image_size
 from keras_vit.models.encoder import encode
 from keras_vit.models.encoder import patch_tokens
 from keras_vit.models.encoder import readout
 from keras_vit.models.functional import OptimizerFirstModel
-from keras_vit.models.layout import ViTLayout
 from keras_vit.models.options import EncoderOptions
 from keras_vit.models.options import builder_arguments
 from keras_vit.models.options import resolve_options
@@ -30,6 +29,7 @@ from keras_vit.resample import resolve_method
 from keras_vit.utils import to_pair
 
 
+@export("keras_vit.ViT", "keras_vit.models.ViT")
 def ViT(  # noqa: N802
     variant: str | ModelSpec = "B/16",
     *,
@@ -174,7 +174,9 @@ def ViT(  # noqa: N802
         x = preprocessing_layer(preprocessing)(x)
     if dynamic_image_pad:
         x = PadToMultiple(spec.total_stride, name=names.PADDING)(x)
-    x, grid_source = patch_tokens(x, spec, return_grid_source=True)  # (B, N, D)
+    x, grid_source = patch_tokens(
+        x, spec, return_grid_source=True, options=options
+    )  # (B, N, D)
     tokens = encode(
         x,
         spec,
@@ -291,119 +293,35 @@ def _positive_int(value) -> bool:
     )
 
 
-_DOC = """Builds {title}: `keras_vit.ViT("{variant}", **kwargs)`.
+# The `ViT` arguments a run config (`TrainConfig`) sets by name, besides its
+# `variant` and its encoder options (`encoder`).
+RUN_ARGUMENTS = (
+    "image_size",
+    "channels",
+    "representation_size",
+    "patch_size",
+    "dynamic_image_size",
+    "dynamic_image_pad",
+    "position_resample",
+)
 
-    Every keyword argument of `keras_vit.ViT` is accepted.
+
+def build_for_run(config, num_classes: int) -> keras.Model:
+    """The ViT of a run config (the `"vit"` architecture's `build`).
+
+    Reads the config's `variant`, `encoder` and `RUN_ARGUMENTS` fields by
+    name (the core does not import the recipes); the recipe then starts it
+    from `init_from` and adds LoRA adapters (`keras_vit.recipes.initialise`).
 
     Example:
 
     ```python
-    model = keras_vit.{name}(num_classes=100)
+    model = build_for_run(TrainConfig(variant="test/4", image_size=16), 10)
     ```
     """
-
-
-def ViT_Ti16(**kwargs) -> keras.Model:  # noqa: N802
-    return ViT("Ti/16", **kwargs)
-
-
-def ViT_S16(**kwargs) -> keras.Model:  # noqa: N802
-    return ViT("S/16", **kwargs)
-
-
-def ViT_S32(**kwargs) -> keras.Model:  # noqa: N802
-    return ViT("S/32", **kwargs)
-
-
-def ViT_B8(**kwargs) -> keras.Model:  # noqa: N802
-    return ViT("B/8", **kwargs)
-
-
-def ViT_B16(**kwargs) -> keras.Model:  # noqa: N802
-    return ViT("B/16", **kwargs)
-
-
-def ViT_B32(**kwargs) -> keras.Model:  # noqa: N802
-    return ViT("B/32", **kwargs)
-
-
-def ViT_L16(**kwargs) -> keras.Model:  # noqa: N802
-    return ViT("L/16", **kwargs)
-
-
-def ViT_L32(**kwargs) -> keras.Model:  # noqa: N802
-    return ViT("L/32", **kwargs)
-
-
-def ViT_H14(**kwargs) -> keras.Model:  # noqa: N802
-    return ViT("H/14", **kwargs)
-
-
-def R26_ViT_S32(**kwargs) -> keras.Model:  # noqa: N802
-    return ViT("R26+S/32", **kwargs)
-
-
-def R26_ViT_B32(**kwargs) -> keras.Model:  # noqa: N802
-    return ViT("R26+B/32", **kwargs)
-
-
-def R50_ViT_B16(**kwargs) -> keras.Model:  # noqa: N802
-    return ViT("R50+B/16", **kwargs)
-
-
-def R50_ViT_L32(**kwargs) -> keras.Model:  # noqa: N802
-    return ViT("R50+L/32", **kwargs)
-
-
-# One constructor per row of the model zoo: name -> variant string.
-NAMED_MODELS = {
-    "ViT_Ti16": "Ti/16",
-    "ViT_S16": "S/16",
-    "ViT_S32": "S/32",
-    "ViT_B8": "B/8",
-    "ViT_B16": "B/16",
-    "ViT_B32": "B/32",
-    "ViT_L16": "L/16",
-    "ViT_L32": "L/32",
-    "ViT_H14": "H/14",
-    "R26_ViT_S32": "R26+S/32",
-    "R26_ViT_B32": "R26+B/32",
-    "R50_ViT_B16": "R50+B/16",
-    "R50_ViT_L32": "R50+L/32",
-}
-
-for _name, _variant in NAMED_MODELS.items():
-    _title = ("ResNet+" if "+" in _variant else "") + f"ViT-{_variant.split('+')[-1]}"
-    globals()[_name].__doc__ = _DOC.format(title=_title, variant=_variant, name=_name)
-
-
-def _build_for_run(config, num_classes: int) -> keras.Model:
-    """The ViT of a run config (`variant`, `image_size`, `channels`,
-    `encoder`); `recipes.train` adds what only a training run has
-    (initialisation, LoRA, dynamic sizes)."""
     return ViT(
         config.variant,
         num_classes=num_classes,
-        image_size=config.image_size,
-        channels=config.channels,
         options=config.encoder,
+        **{name: getattr(config, name) for name in RUN_ARGUMENTS},
     )
-
-
-def _check_variant(variant: str) -> bool | str:
-    try:
-        parse_variant(variant)
-    except ValueError as error:
-        return str(error).splitlines()[0]
-    return True
-
-
-model_family.register(
-    model_family.ModelFamily(
-        name="vit",
-        title="ViT",
-        layout=ViTLayout,
-        build=_build_for_run,
-        check_variant=_check_variant,
-    )
-)

@@ -6,9 +6,9 @@ top of the core (`keras_vit.models`, `.layers`, `.weights`, `.data`,
 
 - `cnn/`: the post-activation ResNet of the authors' code, a
   pre-activation ResNet and AlterNet, with their rows and layout, and
-  `cnn/family.py`, which registers them as model families
-  (`keras_vit.models.model_family`): `TrainConfig.architecture` then takes
-  `"resnet"`, `"preact_resnet"` or `"alternet"`.
+  `cnn/family.py`, which registers them as model architectures
+  (`keras_vit.models.architectures`): `TrainConfig.architecture` then
+  takes `"resnet"`, `"preact_resnet"` or `"alternet"`.
 - `layers/`: their residual, MSA and windowed-attention blocks.
 - `authors.py`: the authors' published CIFAR-100 ResNet-50 and ViT-Ti;
   `pth.py`, a `torch.save` reader that never runs a file's code (registered
@@ -19,16 +19,23 @@ top of the core (`keras_vit.models`, `.layers`, `.weights`, `.data`,
 - `panel.py`: one model's panel of analyses; `claims.py`: the paper's
   claims judged on the panels of several models; `plotting.py`: several
   models side by side.
-- `compare.py`, `config.py`, `configs/`: `keras-vit compare` (registered as
-  a command) and its `CompareConfig`; `plan.py`, what its analyses will
-  cost, measured before they run; `report.py`, what it writes.
+- `compare.py`, `config.py`, `configs/`: `keras-vit compare` and its
+  `CompareConfig`; `plan.py`, what its analyses will cost, measured before
+  they run; `report.py`, what it writes.
 - `demo.py`: the trained checkpoints the default comparison analyses
   (`demo_checkpoints/`), and `make_demo.py`, the script that makes them
   (`python -m keras_vit.parkkim.make_demo`; like the command, imported only
   when run).
 
-`import keras_vit` imports this wing, so every name above is registered
-before a config, a command or a saved `.keras` file asks for it.
+The wing is a plug-in (`keras_vit.plugins`): `import keras_vit` does not
+import it. Its entry points name `plugin.py`, which registers the
+architectures, the dataset, the weights format, the configs and the Keras
+classes when the core first meets one of their names, and `commands.py`,
+which declares `keras-vit compare`. Importing this package registers the
+wing too (it imports `plugin.py`), so that `keras.saving.load_model` reads
+a saved CNN after `import keras_vit.parkkim`; only inside the `keras-vit`
+command, which answers `--help` without TensorFlow, does it wait for a
+command or a lookup to need it. The names below load when first used.
 
 Example:
 
@@ -41,87 +48,56 @@ source = keras_vit.data.load_source("glyphs", "test")
 ```
 """
 
-from keras_vit.data.datasets import register_source
-from keras_vit.parkkim import authors
-from keras_vit.parkkim import claims
-from keras_vit.parkkim import cnn
-from keras_vit.parkkim import config
-from keras_vit.parkkim import configs
-from keras_vit.parkkim import demo
-from keras_vit.parkkim import glyphs
-from keras_vit.parkkim import layers
-from keras_vit.parkkim import panel
-from keras_vit.parkkim import plan
-from keras_vit.parkkim import pth
-from keras_vit.parkkim import torch_resnet
-from keras_vit.parkkim import window_distance
-from keras_vit.parkkim.cnn import ALTERNETS
-from keras_vit.parkkim.cnn import PREACT_RESNETS
-from keras_vit.parkkim.cnn import RESNETS
-from keras_vit.parkkim.cnn import AlterNet
-from keras_vit.parkkim.cnn import AlterNet18
-from keras_vit.parkkim.cnn import AlterNet50
-from keras_vit.parkkim.cnn import CNNLayout
-from keras_vit.parkkim.cnn import CNNOptions
-from keras_vit.parkkim.cnn import CNNVariant
-from keras_vit.parkkim.cnn import PreActResNet
-from keras_vit.parkkim.cnn import PreActResNet18
-from keras_vit.parkkim.cnn import PreActResNet50
-from keras_vit.parkkim.cnn import ResNet
-from keras_vit.parkkim.cnn import ResNet18
-from keras_vit.parkkim.cnn import ResNet50
-from keras_vit.parkkim.cnn import family
-from keras_vit.parkkim.window_distance import alternet_attention_distances
-from keras_vit.parkkim.window_distance import attention_distance_by_depth
-from keras_vit.parkkim.window_distance import window_attention_distance
-from keras_vit.recipes import register_command
-from keras_vit.recipes.configs.base import register_config_package
-from keras_vit.weights.formats import Format
-from keras_vit.weights.formats import register_format
+import lazy_loader
 
-register_source("glyphs", glyphs.glyphs)
-register_format(
-    Format("torch.save", pth.SUFFIXES, lambda head: False, pth.read_state_dict,
-           recognizes=pth.is_torch_file)
-)  # fmt: skip
-register_config_package("keras_vit.parkkim.configs")
-register_command(
-    "compare",
-    "keras_vit.parkkim.compare",
-    "Park & Kim's comparison: ViT, ResNets, AlterNet",
+from keras_vit import plugins
+
+# The wing's public names, each loaded from its module when first used.
+__getattr__, __dir__, __all__ = lazy_loader.attach(
+    __name__,
+    submodules=[
+        "authors",
+        "claims",
+        "cnn",
+        "commands",
+        "config",
+        "configs",
+        "demo",
+        "glyphs",
+        "layers",
+        "panel",
+        "plan",
+        "plugin",
+        "pth",
+        "torch_resnet",
+        "window_distance",
+    ],
+    submod_attrs={
+        "cnn": [
+            "ALTERNETS",
+            "AlterNet",
+            "AlterNet18",
+            "AlterNet50",
+            "CNNLayout",
+            "CNNOptions",
+            "CNNVariant",
+            "PREACT_RESNETS",
+            "PreActResNet",
+            "PreActResNet18",
+            "PreActResNet50",
+            "RESNETS",
+            "ResNet",
+            "ResNet18",
+            "ResNet50",
+        ],
+        "plugin": ["family"],  # `cnn/family.py`, the registered architectures
+        "window_distance": [
+            "alternet_attention_distances",
+            "attention_distance_by_depth",
+            "window_attention_distance",
+        ],
+    },
 )
 
-__all__ = [
-    "ALTERNETS",
-    "AlterNet",
-    "AlterNet18",
-    "AlterNet50",
-    "CNNLayout",
-    "CNNOptions",
-    "CNNVariant",
-    "PREACT_RESNETS",
-    "PreActResNet",
-    "PreActResNet18",
-    "PreActResNet50",
-    "RESNETS",
-    "ResNet",
-    "ResNet18",
-    "ResNet50",
-    "alternet_attention_distances",
-    "attention_distance_by_depth",
-    "authors",
-    "claims",
-    "cnn",
-    "config",
-    "configs",
-    "demo",
-    "family",
-    "glyphs",
-    "layers",
-    "panel",
-    "plan",
-    "pth",
-    "torch_resnet",
-    "window_attention_distance",
-    "window_distance",
-]
+if not plugins.in_command():
+    from keras_vit.parkkim import plugin  # noqa: F401  registers the wing

@@ -83,7 +83,12 @@ from keras_vit.parkkim.config import TITLES
 from keras_vit.parkkim.config import CompareConfig
 from keras_vit.recipes import cli
 from keras_vit.recipes.configs.base import TrainConfig
+from keras_vit.recipes.configs.base import register_config_package
 from keras_vit.recipes.configs.base import shipped_configs
+
+# The command's own configs (`--config compare_quick`), listed by `--help`
+# before the rest of the wing (`plugin`, which imports TensorFlow) loads.
+register_config_package("keras_vit.parkkim.configs")
 
 
 def run(
@@ -104,20 +109,21 @@ def run(
     Raises:
         ConfigError: A setting that cannot be used (one line), e.g. two
             models in one role of the claims (`check_roles`).
-        recipes.common.RunDiverged: A training run diverged.
+        recipes.rundir.RunDiverged: A training run diverged.
     """
     check_roles(config)  # Before anything is locked, loaded or trained.
     import keras
     import tensorflow as tf
 
-    from keras_vit.recipes import common
+    from keras_vit.parkkim import plugin  # noqa: F401  the CNNs, glyphs, .pth
+    from keras_vit.recipes.workdir_lock import WorkdirLock
 
     # Twenty models, each traced a few times: TensorFlow's retracing
     # warnings say nothing here.
     tf.get_logger().setLevel("ERROR")
     started = time.time()
     out = config.resolved_workdir()
-    lock = common.WorkdirLock.acquire(out)  # A second live comparison: refused.
+    lock = WorkdirLock.acquire(out)  # A second live comparison: refused.
     try:
         data = _data(config)
         _plan(config, data, out, fresh)
@@ -417,8 +423,8 @@ def _model(config, name, seed, data, out, fresh, allow_changes):
         model = authors.authors_model(kind, weights=weights)
         return model, None, "authors' weights loaded"
     from keras_vit.parkkim import demo
-    from keras_vit.recipes import common
     from keras_vit.recipes import train
+    from keras_vit.recipes.rundir import RunFinished
 
     run_config = train_config(config, name, seed, out)
     shipped = shipped_run(config, name, seed, out)
@@ -445,7 +451,7 @@ def _model(config, name, seed, data, out, fresh, allow_changes):
     try:
         result = train.run(run_config, fresh=fresh, allow_changes=allow_changes)
         model, stage = result["model"], "trained"
-    except common.RunFinished:
+    except RunFinished:
         model = keras.saving.load_model(os.path.join(workdir, "final.keras"))
         stage = "finished training run loaded"
     with paths.open_file(os.path.join(workdir, "results.json")) as f:

@@ -9,7 +9,7 @@ Example:
 
 ```python
 from keras_vit.parkkim.config import CompareConfig
-from keras_vit.parkkim.panel import PanelSettings
+from keras_vit.parkkim.settings import PanelSettings
 
 config = CompareConfig(
     dataset="glyphs",
@@ -27,8 +27,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from keras_vit.parkkim.cnn.family import ALTERNET
-from keras_vit.parkkim.panel import PanelSettings
+from keras_vit.parkkim.cnn.variants import ALTERNETS
+from keras_vit.parkkim.settings import PanelSettings
 from keras_vit.recipes.configs.base import TrainConfig
 from keras_vit.recipes.configs.base import one_of
 from keras_vit.recipes.configs.base import positive_or_none
@@ -110,7 +110,11 @@ class CompareConfig(TrainConfig):
             self.cnn_epochs is None or self.cnn_epochs >= 1 or "must be at least 1",
         )
         yield "cnn_learning_rate", positive_or_none(self.cnn_learning_rate)
-        yield "cnn_variant", ALTERNET.check_variant(self.cnn_variant)
+        yield (
+            "cnn_variant",
+            self.cnn_variant in ALTERNETS
+            or f"must be a row of alternet: {', '.join(ALTERNETS)}",
+        )
         yield "checkpoints", one_of(self.checkpoints, ("demo", "train"))
         if not isinstance(self.analysis, PanelSettings):
             yield "analysis", "must be a keras_vit.parkkim.panel.PanelSettings"

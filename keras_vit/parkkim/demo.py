@@ -118,7 +118,7 @@ def manifest(directory: str = DIRECTORY) -> dict[str, DemoRun]:
 def find(train_config, directory: str = DIRECTORY) -> DemoRun | None:
     """The shipped run of this run's name and recipe, or `None`."""
     run = manifest(directory).get(train_config.name)
-    if run is None or run.recipe != recipe_of(train_config):
+    if run is None or _shipped_recipe(run, train_config) != recipe_of(train_config):
         return None
     return run
 
@@ -130,8 +130,23 @@ def differences(train_config, directory: str = DIRECTORY) -> list[str]:
     if run is None:
         return []
     wanted = recipe_of(train_config)
-    keys = sorted(set(wanted) | set(run.recipe))
-    return [key for key in keys if wanted.get(key) != run.recipe.get(key)]
+    shipped = _shipped_recipe(run, train_config)
+    keys = sorted(set(wanted) | set(shipped))
+    return [key for key in keys if wanted.get(key) != shipped.get(key)]
+
+
+def _shipped_recipe(run: DemoRun, train_config) -> dict:
+    """The shipped run's recipe, a field it does not record (one added to
+    the config, or to `EncoderOptions`, after the run was made) at its
+    default: an option added later defaults to what was done before."""
+    defaults = recipe_of(type(train_config)())
+    recipe = dict(run.recipe)
+    for key, default in defaults.items():
+        if key not in recipe:
+            recipe[key] = default
+        elif isinstance(default, dict) and isinstance(recipe[key], dict):
+            recipe[key] = {**default, **recipe[key]}
+    return recipe
 
 
 def load(model, run: DemoRun, directory: str = DIRECTORY):

@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from keras_vit.analysis.plotting import CaptionedFigure
-from keras_vit.analysis.plotting import _new_figure
+from keras_vit.analysis.plotting import new_figure
 
 _MARKERS = {"input": "D", "msa": "o", "mlp": "s", "conv": "^", "block": "v"}
 _KIND_NAMES = {
@@ -71,7 +71,7 @@ def plot_depth_comparison(results: dict, key: str = "delta") -> CaptionedFigure:
         "= the layer just applied; Park & Kim find MSAs lower both quantities "
         "and convolutions/MLPs raise them."
     )
-    figure = _new_figure(6.0, 3.4, caption)
+    figure = new_figure(6.0, 3.4, caption)
     ax = figure.subplots()
     seen = set()
     for colour, (name, runs) in enumerate(results.items()):
@@ -154,7 +154,7 @@ def plot_hessian_density(results: dict, protocol: str = "authors") -> CaptionedF
             f"{name}: median {np.median(values):.3g}" for name, values in pooled.items()
         )
     )
-    figure = _new_figure(6.0, 3.2, caption)
+    figure = new_figure(6.0, 3.2, caption)
     ax = figure.subplots()
     for colour, (name, values) in enumerate(pooled.items()):
         ax.plot(grid, _kde(values, grid), color=f"C{colour}", label=name)
@@ -197,7 +197,7 @@ def plot_noise_comparison(results: dict) -> CaptionedFigure:
             "over seeds (bars: min to max). Park & Kim (Fig. 2b) find ViTs "
             "hurt by low-frequency noise, ResNets by high-frequency noise."
         )
-    figure = _new_figure(6.0, 3.2, caption)
+    figure = new_figure(6.0, 3.2, caption)
     ax = figure.subplots()
     for colour, (name, runs) in enumerate(results.items()):
         drops = 100 * np.array([np.asarray(r["accuracy_drop"]) for r in runs])
@@ -232,7 +232,7 @@ def plot_distance_comparison(results: dict) -> CaptionedFigure:
         "seeds. x: the block's normalised position among the model's "
         "attention blocks."
     )
-    figure = _new_figure(6.0, 3.2, caption)
+    figure = new_figure(6.0, 3.2, caption)
     ax = figure.subplots()
     for colour, (name, runs) in enumerate(results.items()):
         if not runs or not runs[0]["distances"]:

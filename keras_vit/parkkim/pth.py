@@ -18,7 +18,11 @@ its class already has; PyTorch uses it only for a state dict's `_metadata`.
 A tensor's offset, size and stride are checked before its storage is read:
 every element must lie inside the storage, and a view that repeats its
 storage's elements (a zero or overlapping stride) is expanded only up to a
-small total, so a few bytes of file never become gigabytes of arrays.
+small total. Every zip record (its declared size, before it is inflated),
+every storage and every tensor the reader copies is charged to one budget
+for the whole file (`keras_vit.weights.formats.limits`: the file's size
+plus the model's parameter bytes, or a stated cap), so a few bytes of file
+never become gigabytes of arrays, however many tensors view one storage.
 Both of PyTorch's formats are read: the zip archive of `torch.save` since
 PyTorch 1.6 (`<archive>/data.pkl` plus one `<archive>/data/<key>` record per
 storage) and the older "legacy" stream (a magic number, a protocol version,
@@ -52,6 +56,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from keras_vit.weights.errors import CheckpointError
+from keras_vit.weights.formats import limits
 
 # torch.save's legacy stream starts with this pickled int (protocol 2).
 LEGACY_MAGIC = 0x1950A86A20F9469CFC6C
@@ -270,8 +275,16 @@ def _load(unpickler: _RestrictedUnpickler, path: str):
             "instruction), which a file torch.save wrote never does; it was "
             "refused and nothing in it was run."
         ) from None
+    except MemoryError:
+        # A length field (BINBYTES8, ...) claiming more than can be allocated:
+        # the unpickler asks for it before reading, and nothing is held.
+        raise CheckpointError(
+            f"{path!r} is not a readable PyTorch file: its pickle claims an "
+            "object larger than memory can hold; the file is corrupt."
+        ) from None
     except (pickle.UnpicklingError, EOFError, ValueError, TypeError, KeyError,
-            IndexError, AttributeError, struct.error) as error:  # fmt: skip
+            IndexError, AttributeError, struct.error, OverflowError,
+            RecursionError) as error:  # fmt: skip
         raise CheckpointError(
             f"{path!r} is not a readable PyTorch file: its pickle is truncated or "
             f"corrupt ({type(error).__name__}: {_one_line(error)})."
@@ -313,31 +326,50 @@ def _data_pickle(names) -> str | None:
 class _ZipStorages:
     """Storage bytes of a zip-format file, read record by record."""
 
-    def __init__(self, archive: zipfile.ZipFile, prefix: str, path: str):
+    def __init__(
+        self,
+        archive: zipfile.ZipFile,
+        prefix: str,
+        path: str,
+        budget: limits.ReadBudget,
+    ):
         self.archive, self.prefix, self.path = archive, prefix, path
+        self.budget = budget
         order = "little"
-        if f"{prefix}byteorder" in archive.namelist():
-            order = archive.read(f"{prefix}byteorder").decode("ascii").strip()
+        info = _member(archive, f"{prefix}byteorder")
+        if info is not None:
+            order = limits.read_member(archive, info, path, budget)
+            order = bytes(order).decode("ascii", "replace").strip()
         self.big_endian = order == "big"
 
     def read(self, ref: _StorageRef) -> np.ndarray:
         name = f"{self.prefix}data/{ref.key}"
-        try:
-            data = self.archive.read(name)
-        except KeyError:
+        info = _member(self.archive, name)
+        if info is None:
             raise CheckpointError(
                 f"{self.path!r} refers to the storage {ref.key!r}, which the "
                 "archive lacks; the file is truncated or corrupt."
-            ) from None
-        except (zipfile.BadZipFile, OSError, EOFError) as error:
+            )
+        _check_storage(ref, self.path)
+        need = ref.numel * ref.dtype.itemsize
+        if info.file_size < need:  # before anything is inflated
             raise CheckpointError(
-                f"{self.path!r}: the record {name!r} is unreadable "
-                f"({_one_line(error)}); the file is truncated or corrupt."
-            ) from None
+                f"{self.path!r}: storage {ref.key!r} needs {need} bytes ({ref.numel} "
+                f"x {ref.dtype}) but its record declares {info.file_size}; the "
+                "file is truncated or corrupt."
+            )
+        data = limits.read_member(self.archive, info, self.path, self.budget)
         return _as_storage(data, ref, self.big_endian, self.path)
 
 
-def _as_storage(data: bytes, ref: _StorageRef, big_endian: bool, path: str):
+def _member(archive: zipfile.ZipFile, name: str) -> zipfile.ZipInfo | None:
+    try:
+        return archive.getinfo(name)
+    except KeyError:
+        return None
+
+
+def _check_storage(ref: _StorageRef, path: str) -> None:
     if (
         not isinstance(ref.dtype, np.dtype)
         or not isinstance(ref.numel, int)
@@ -348,6 +380,10 @@ def _as_storage(data: bytes, ref: _StorageRef, big_endian: bool, path: str):
             f"{path!r}: storage {ref.key!r} has dtype {ref.dtype!r:.40} and "
             f"{ref.numel!r:.40} elements; the file is corrupt."
         )
+
+
+def _as_storage(data, ref: _StorageRef, big_endian: bool, path: str):
+    _check_storage(ref, path)
     dtype = ref.dtype.newbyteorder(">") if big_endian else ref.dtype
     need = ref.numel * dtype.itemsize
     if len(data) < need:
@@ -358,7 +394,7 @@ def _as_storage(data: bytes, ref: _StorageRef, big_endian: bool, path: str):
     return np.frombuffer(data, dtype=dtype, count=ref.numel)
 
 
-def _legacy_storages(stream, keys, refs, size, path) -> dict[str, np.ndarray]:
+def _legacy_storages(stream, keys, refs, size, path, budget):
     """The storages after the pickles of a legacy file, in `keys` order."""
     out = {}
     for key in keys:
@@ -375,6 +411,7 @@ def _legacy_storages(stream, keys, refs, size, path) -> dict[str, np.ndarray]:
                 f"{path!r}: storage {key!r} claims {numel} elements, more than "
                 "the rest of the file holds; the file is truncated or corrupt."
             )
+        budget.take(numel * ref.dtype.itemsize, path, f"storage {key!r}")
         data = stream.read(numel * ref.dtype.itemsize)
         out[key] = _as_storage(data, dataclasses.replace(ref, numel=numel), False, path)
     return out
@@ -393,12 +430,15 @@ def _tensor(
     path: str,
     key: str,
     allowance: _RepeatAllowance | None = None,
+    budget: limits.ReadBudget | None = None,
 ) -> np.ndarray:
     """The array of the tensor `key`, its layout checked before any read.
 
     Every element the strided view reads, from index `offset` to the last,
-    must lie inside the storage (or its legacy view), and a view holding more
-    elements than its storage draws on `allowance` (see `_REPEAT_BYTES`).
+    must lie inside the storage (or its legacy view), a view holding more
+    elements than its storage draws on `allowance` (see `_REPEAT_BYTES`),
+    and every copy is charged to `budget` (the whole file's, whatever
+    storage it views).
     """
     storage = ref.storage
     if storage.view is not None:
@@ -451,6 +491,8 @@ def _tensor(
                 "overlapping strides) may hold in all; the file is corrupt."
             )
         allowance.left -= nbytes
+    if budget is not None:
+        budget.take(nbytes, path, layout)
     dtype = base.dtype.newbyteorder("=")
     item = base.dtype.itemsize
     try:
@@ -498,11 +540,13 @@ def _materialize(node, storage_of, key: str = ""):
     return node
 
 
-def _open(path: str):
+def _open(path: str, budget: limits.ReadBudget | None):
     """`(object tree with tensor references, tensor resolver, closer)`.
 
-    The resolver takes a tensor reference and its key.
+    The resolver takes a tensor reference and its key; everything read is
+    charged to `budget` (the default cap when `None`).
     """
+    budget = limits.budget_for(budget, path)
     dtypes = _storage_dtypes()
     with open(path, "rb") as f:
         head = f.read(len(_LEGACY_PREFIX))
@@ -521,15 +565,10 @@ def _open(path: str):
                     f"{path!r} is a zip archive without a '<name>/data.pkl' "
                     "record: not a file torch.save wrote."
                 )
-            try:
-                data = archive.read(name)
-            except (zipfile.BadZipFile, OSError, EOFError) as error:
-                raise CheckpointError(
-                    f"{path!r}: the record {name!r} is unreadable "
-                    f"({_one_line(error)}); the file is truncated or corrupt."
-                ) from None
-            tree = _unpickle(data, path, dtypes)
-            storages = _ZipStorages(archive, name[: -len("data.pkl")], path)
+            data = limits.read_member(archive, archive.getinfo(name), path, budget)
+            tree = _unpickle(bytes(data), path, dtypes)
+            del data
+            storages = _ZipStorages(archive, name[: -len("data.pkl")], path, budget)
         except BaseException:
             archive.close()
             raise
@@ -540,7 +579,7 @@ def _open(path: str):
             key = ref.storage.key
             if key not in cache:
                 cache[key] = storages.read(ref.storage)
-            return _tensor(ref, cache[key], path, name, allowance)
+            return _tensor(ref, cache[key], path, name, allowance, budget)
 
         return tree, resolve, archive.close
     if head != _LEGACY_PREFIX:
@@ -567,7 +606,7 @@ def _open(path: str):
         if not isinstance(keys, list) or not all(isinstance(k, str) for k in keys):
             raise CheckpointError(f"{path!r}: the legacy storage key list is corrupt.")
         bases = _legacy_storages(
-            stream, keys, unpickler.storages, os.path.getsize(path), path
+            stream, keys, unpickler.storages, os.path.getsize(path), path, budget
         )
 
     allowance = _RepeatAllowance()
@@ -578,16 +617,20 @@ def _open(path: str):
                 f"{path!r} refers to the storage {ref.storage.key!r}, which the "
                 "file lacks; it is truncated or corrupt."
             )
-        return _tensor(ref, bases[ref.storage.key], path, name, allowance)
+        return _tensor(ref, bases[ref.storage.key], path, name, allowance, budget)
 
     return tree, resolve, lambda: None
 
 
-def read_torch_file(path: str | os.PathLike):
+def read_torch_file(
+    path: str | os.PathLike, *, budget: limits.ReadBudget | None = None
+):
     """Reads everything a `torch.save` file holds, tensors as NumPy arrays.
 
     Args:
         path: A `.pth`, `.pth.tar` or `.pt` file (zip or legacy format).
+        budget: What reading may allocate (`limits.ReadBudget`). Defaults to
+            the cap without a model.
 
     Returns:
         The saved object: dicts, lists, tuples, numbers and strings as
@@ -601,15 +644,23 @@ def read_torch_file(path: str | os.PathLike):
         FileNotFoundError: there is no file at `path`.
     """
     path = os.fspath(path)
-    tree, resolve, close = _open(path)
+    tree, resolve, close = _open(path, budget)
     try:
         return _materialize(tree, resolve)
+    except RecursionError:
+        raise CheckpointError(
+            f"{path!r}: its containers are nested deeper than can be read; the "
+            "file is corrupt."
+        ) from None
     finally:
         close()
 
 
 def read_state_dict(
-    path: str | os.PathLike, key: str = "state_dict"
+    path: str | os.PathLike,
+    key: str = "state_dict",
+    *,
+    budget: limits.ReadBudget | None = None,
 ) -> dict[str, np.ndarray]:
     """Reads a model's weights from a `torch.save` file.
 
@@ -622,6 +673,8 @@ def read_state_dict(
     Args:
         path: A `.pth`, `.pth.tar` or `.pt` file.
         key: The entry holding the state dict. Defaults to `"state_dict"`.
+        budget: What reading may allocate (`limits.ReadBudget`). Defaults to
+            the cap without a model.
 
     Returns:
         `{parameter or buffer name: array}`, in the file's order.
@@ -631,7 +684,7 @@ def read_state_dict(
             neither a state dict nor a dict with one under `key`.
     """
     path = os.fspath(path)
-    tree, resolve, close = _open(path)
+    tree, resolve, close = _open(path, budget)
     try:
         if isinstance(tree, Mapping) and isinstance(tree.get(key), Mapping):
             tree = tree[key]

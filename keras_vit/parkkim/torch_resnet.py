@@ -52,6 +52,7 @@ from keras_vit.weights.dialects.rules import Dialect
 from keras_vit.weights.dialects.rules import Rule
 from keras_vit.weights.dialects.rules import find
 from keras_vit.weights.errors import CheckpointError
+from keras_vit.weights.formats.limits import ReadBudget
 
 _MAX_LISTED = 10
 # PyTorch's BatchNorm2d parameters and buffers -> Keras's BatchNormalization
@@ -266,7 +267,8 @@ def load_torch_resnet(
                 "`torch.save` state dicts (.pth, .pth.tar); use "
                 "`model.load_weights` for a Keras weights file."
             )
-        state = torch_file.read_state_dict(source)
+        budget = ReadBudget.for_model(model)  # file size + parameter bytes
+        state = torch_file.read_state_dict(source, budget=budget)
     plan = plan_torch_resnet(model, state, source)
     apply_plan(model, plan, progress)
     return plan.notes

@@ -19,13 +19,12 @@ from __future__ import annotations
 import keras
 import numpy as np
 
-from keras_vit.analysis._maps import CNN
-from keras_vit.analysis._maps import FeatureMaps
-from keras_vit.analysis._maps import model_family
-from keras_vit.analysis._walk import batch_slices
-from keras_vit.analysis.distance import _distance_sums
-from keras_vit.analysis.distance import attention_distances
-from keras_vit.analysis.distance import patch_distances
+from keras_vit._export import export
+from keras_vit.analysis import FeatureMaps
+from keras_vit.analysis import attention_distance_sums
+from keras_vit.analysis import attention_distances
+from keras_vit.analysis import batch_slices
+from keras_vit.analysis import patch_distances
 from keras_vit.parkkim.cnn.layout import CNNLayout
 
 
@@ -41,9 +40,10 @@ def _window_sums(scores, window, stride):
         )
     batch, windows, heads = scores.shape[:3]
     flat = scores.reshape(batch * windows, heads, tokens, tokens)  # (BW, H, T, T)
-    return _distance_sums(flat, patch_distances(window, stride), 0)
+    return attention_distance_sums(flat, patch_distances(window, stride), 0)
 
 
+@export("keras_vit.parkkim.window_attention_distance")
 def window_attention_distance(
     scores, window: tuple[int, int], stride: float | tuple[float, float]
 ) -> np.ndarray:
@@ -71,6 +71,7 @@ def window_attention_distance(
     return sums / count
 
 
+@export("keras_vit.parkkim.alternet_attention_distances")
 def alternet_attention_distances(
     model: keras.Model, images, batch_size: int = 32
 ) -> dict:
@@ -104,7 +105,7 @@ def alternet_attention_distances(
     counts = [0] * len(blocks)
     windows, strides = [], []
     for part in batch_slices(len(images), batch_size):
-        if problem := maps._check(images[part]):
+        if problem := maps.check_images(images[part]):
             raise ValueError(problem)
         states = inputs(images[part], training=False)
         states = states if isinstance(states, (list, tuple)) else [states]
@@ -127,6 +128,7 @@ def alternet_attention_distances(
     }
 
 
+@export("keras_vit.parkkim.attention_distance_by_depth")
 def attention_distance_by_depth(model: keras.Model, images, batch_size: int = 32):
     """Mean attention distance per head of every attention block of a model.
 
@@ -138,7 +140,7 @@ def attention_distance_by_depth(model: keras.Model, images, batch_size: int = 32
         A dict with `"labels"` and `"distances"` (a list of `(heads,)`
         arrays, in pixels of the input).
     """
-    if model_family(model) == CNN:
+    if CNNLayout.describes(model):
         if not CNNLayout.of(model).msa_names:
             return {"labels": [], "distances": []}
         result = alternet_attention_distances(model, images, batch_size)

@@ -17,14 +17,26 @@ from __future__ import annotations
 import importlib
 import sys
 
-from keras_vit.recipes import COMMANDS
+from keras_vit import plugins
 from keras_vit.recipes import cli
+from keras_vit.recipes.commands import COMMANDS
+
+
+def commands() -> dict[str, tuple[str, str]]:
+    """`{name: (module, summary)}`: the built-in and registered commands,
+    then those of installed plug-ins (`keras_vit.plugins.commands`, read
+    without importing the plug-ins); a built-in name wins."""
+    table = dict(COMMANDS)
+    for name, command in plugins.commands().items():
+        table.setdefault(name, (command.module, command.summary))
+    return table
 
 
 def usage() -> str:
     """The `keras-vit --help` text: every registered command."""
-    width = max(map(len, COMMANDS)) + 2
-    lines = [f"  {name:<{width}} {summary}" for name, (_, summary) in COMMANDS.items()]
+    table = commands()
+    width = max(map(len, table)) + 2
+    lines = [f"  {name:<{width}} {summary}" for name, (_, summary) in table.items()]
     return (
         "usage: keras-vit <command> [arguments]\n\n"
         "commands (keras-vit <command> --help for each):\n" + "\n".join(lines) + "\n"
@@ -44,13 +56,14 @@ def main(argv: list[str] | None = None, *, invoked_as: str = "keras-vit {command
         print(usage(), end="")  # noqa: T201
         raise SystemExit(0 if argv else cli.EXIT_USAGE)
     command = argv[0].replace("-", "_")
-    if command not in COMMANDS:
+    table = commands()
+    if command not in table:
         cli.fail(
-            f"unknown command {argv[0]!r}; choose from {', '.join(COMMANDS)} "
-            "(see keras-vit --help)"
+            f"unknown command {argv[0]!r}; choose from {', '.join(table)} "
+            f"(see keras-vit --help){plugins.failure_note()}"
         )
     cli.invoked_as(invoked_as)
-    module = importlib.import_module(COMMANDS[command][0])
+    module = importlib.import_module(table[command][0])
     return module.main(argv[1:])
 
 

@@ -33,12 +33,15 @@ need labels.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import time
 
 import numpy as np
 
+from keras_vit import atomic
+from keras_vit import paths
 from keras_vit.recipes import cli
 
 ANALYSES = (
@@ -201,20 +204,26 @@ def load_images(source: str, image_size, channels):
 
 
 def _load_npz(source: str):
-    """`(images, labels or None)` of an `.npz` file; a bad file is one line."""
-    import zipfile
+    """`(images, labels or None)` of an `.npz` file; a bad file is one line.
+
+    Read as checkpoints are (`keras_vit.weights.formats.npz.read_arrays`):
+    each array's claimed shape is checked against its record and the cap
+    of `keras_vit.weights.formats.limits` before it is allocated, so a
+    small file cannot claim terabytes.
+    """
+    from keras_vit.weights.errors import CheckpointError
+    from keras_vit.weights.formats import npz
 
     try:
-        with np.load(source, allow_pickle=False) as data:
-            key = "images" if "images" in data else "x" if "x" in data else None
-            if key is None:
-                cli.fail(f"{source} has no 'images' (or 'x') array")
-            images = data[key]
-            labels = data["labels"] if "labels" in data else data.get("y")
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as error:
+        data = npz.read_arrays(source, keys=("images", "x", "labels", "y"))
+    except (OSError, CheckpointError) as error:
         detail = str(error).strip() or type(error).__name__
         cli.fail(f"--images {source!r} cannot be read as an .npz file: {detail}")
-    return images, labels
+    key = "images" if "images" in data else "x" if "x" in data else None
+    if key is None:
+        cli.fail(f"{source} has no 'images' (or 'x') array")
+    labels = data["labels"] if "labels" in data else data.get("y")
+    return data[key], labels
 
 
 def _load_directory(source, image_size, channels):
@@ -395,10 +404,10 @@ def main(argv: list[str] | None = None) -> dict[str, str]:
             parser.error(f"--only: unknown analyses {unknown}; choose from {ANALYSES}")
         if args.variant and args.num_classes == 0 and chosen & set(NEEDS_LABELS):
             parser.error(f"{sorted(chosen & set(NEEDS_LABELS))} need a head")
+    _check_outputs(args)
     import keras
 
     from keras_vit import analysis
-    from keras_vit.analysis import plotting
 
     keras.utils.set_random_seed(args.seed)
     try:
@@ -413,20 +422,35 @@ def main(argv: list[str] | None = None) -> dict[str, str]:
     )
     model_inputs, value_range = model_inputs_of(model, images)
     names = selected_analyses(args, labels is not None, parser)
-    os.makedirs(args.out, exist_ok=True)
+    print(f"{model.name}: {len(images)} images, analyses: {', '.join(names)}")
+    written = {}
+    try:
+        with _new_folder_removed_on_error(args.out):
+            paths.makedirs(args.out)
+            _write_figures(
+                args, names, written, model, images, labels, model_inputs, value_range
+            )
+    except (OSError, _tf_errors()) as error:  # A full or read-only disk.
+        done = f"; whole: {', '.join(written.values())}" if written else ""
+        cli.fail(f"{atomic.file_error_text(error, args.out)}{done}", cli.EXIT_FAILED)
+    return written
+
+
+def _write_figures(args, names, written, model, images, labels, inputs, value_range):
+    """Makes each figure and writes it (and its TensorBoard image); adds
+    each written PNG to `written`."""
+    from keras_vit.analysis import plotting
+
     writer = None
     if args.logdir:
         import tensorflow as tf
 
         writer = tf.summary.create_file_writer(args.logdir)
-    print(f"{model.name}: {len(images)} images, analyses: {', '.join(names)}")
-    written = {}
     for name in names:
         start = time.perf_counter()
-        result = make_figure(
-            name, args, model, images, labels, model_inputs, value_range
-        )
+        result = make_figure(name, args, model, images, labels, inputs, value_range)
         path = plotting.save_figure(result, os.path.join(args.out, f"{name}.png"))
+        written[name] = path
         if writer is not None:
             with writer.as_default():
                 tf.summary.image(
@@ -435,11 +459,40 @@ def main(argv: list[str] | None = None) -> dict[str, str]:
                     step=0,
                     description=result.caption,
                 )
-        written[name] = path
         print(f"[{time.perf_counter() - start:6.1f}s] {path}: {result.caption}")
     if writer is not None:
         writer.flush()
-    return written
+
+
+def _check_outputs(args) -> None:
+    """Refuses, in one line and before any work, an `--out` or `--logdir`
+    that cannot be written (`keras_vit.atomic.check_output`: a URL no file
+    system here takes, `gs:/bucket` with a slash missing, a read-only or
+    refused folder, a bucket out of reach). A URL is written through
+    `tf.io.gfile`, never to a local folder named after it."""
+    for flag, value in (("--out", args.out), ("--logdir", args.logdir)):
+        if value is None:
+            continue
+        try:
+            atomic.check_output(value, flag, is_dir=True)
+        except paths.UnsupportedPath as error:
+            cli.fail(str(error))
+        except OSError as error:
+            cli.fail(f"{flag}: {atomic.file_error_text(error, value)}", cli.EXIT_FAILED)
+
+
+def _new_folder_removed_on_error(folder):
+    """`atomic.new_folders_removed_on_error` for a local folder."""
+    if paths.is_url(folder):
+        return contextlib.nullcontext()
+    return atomic.new_folders_removed_on_error(folder)
+
+
+def _tf_errors():
+    """TensorFlow's file-system error class (TensorFlow is loaded by then)."""
+    import tensorflow as tf
+
+    return tf.errors.OpError
 
 
 if __name__ == "__main__":

@@ -2,7 +2,8 @@
 
 - `ArgumentParser`: argparse, but an error is one line, `error: ...`, exit 2.
 - `parse_image_size` / `image_size_arg`: `224`, `224,320` or `224x320`.
-- `load_model`: a `.keras` file or a `keras_vit.ViT(variant)`, one behaviour.
+- `load_model`: a `.keras` file or a `keras_vit.ViT(variant)`, one behaviour
+  (`keras_vit.loading.load_model`).
 - `fail`: the one-line error exit.
 - `handle_termination` (from `keras_vit.recipes.termination`) /
   `interrupted`: SIGTERM stops a command as Ctrl-C does, and either ends in
@@ -56,10 +57,23 @@ def invoked_as(pattern: str) -> None:
 
 
 class ArgumentParser(argparse.ArgumentParser):
-    """`argparse.ArgumentParser` whose errors are one line (`error: ...`)."""
+    """`argparse.ArgumentParser` whose errors are one line (`error: ...`).
+
+    Once the arguments are read, the command is going to run: the model API
+    is imported then (`import keras_vit` does not import it in the
+    `keras-vit` command, so that `--help` and a bad argument answer without
+    TensorFlow).
+    """
 
     def error(self, message):
         fail(f"{message} (see {self.prog} --help)")
+
+    def parse_args(self, args=None, namespace=None):
+        parsed = super().parse_args(args, namespace)
+        # Here, not at the top: the model API imports TensorFlow.
+        from keras_vit import _model_api  # noqa: F401
+
+        return parsed
 
 
 class CommandError(SystemExit):
@@ -113,7 +127,7 @@ def interrupted(error: KeyboardInterrupt):
 
     The line says where the run stopped and how to go on, from the
     `stopped_at` and `resume_hint` attributes the run put on `error` (e.g.
-    `recipes.common.Setup`); without them, that it stopped before starting.
+    `keras_vit.recipes.rundir.Setup`); without them, that it stopped before starting.
 
     Raises:
         CommandError: always.
@@ -217,111 +231,12 @@ def model_from_args(args: argparse.Namespace):
     )
 
 
-def load_model(
-    path: str | None = None,
-    *,
-    variant: str | None = None,
-    weights: str | None = None,
-    num_classes: int = 1000,
-    image_size: int | tuple[int, int] | None = None,
-    channels: int = 3,
-    representation_size: int | None = None,
-):
-    """The model a command works on: a saved `.keras` file or a new ViT.
+def load_model(path: str | None = None, **kwargs):
+    """`keras_vit.loading.load_model`: a checked `.keras` file or a new ViT
+    (imported when called: it imports TensorFlow)."""
+    from keras_vit.loading import load_model as load
 
-    Args:
-        path: A `.keras` file written by `model.save` (a classifier, an
-            encoder, a masked-patch pre-training model). Loaded with
-            `compile=False`: no command needs the optimizer.
-        variant: Without `path`: the variant to build, e.g. `"B/16"`.
-        weights: For `variant`: a `keras_vit.weights` tag or a checkpoint
-            file (`.npz`, `.safetensors`, `.keras`, `.weights.h5`).
-        num_classes: For `variant`: the head's classes; 0 builds no head
-            (`include_top=False`, the pooled features). Defaults to 1000.
-        image_size: For `variant`, the size to build (default 224); for a
-            file, a size other than its own rebuilds it with resampled
-            position embeddings.
-        channels: For `variant`. Defaults to 3.
-        representation_size: `pre_logits` width for `variant`; by default
-            the weights tag's, if it has one.
-
-    Raises:
-        ValueError: a missing or unreadable file (truncated, damaged, not a
-            model), weights that do not fit or cannot be found (a tag that
-            is neither cached nor downloadable), or neither `path` nor
-            `variant`.
-    """
-    if not path and not variant:
-        raise ValueError("pass --model FILE.keras, or --variant (and --weights)")
-    if path and weights:
-        raise ValueError("--weights goes with --variant, not --model")
-    import keras
-
-    from keras_vit.models.resize import with_image_size
-    from keras_vit.models.vit import ViT
-    from keras_vit.weights.registry import list_weights
-
-    if path:
-        from keras_vit import paths  # A local path, or a URL (gs://...).
-
-        if not paths.isfile(path):
-            raise ValueError(f"no model file at {path!r}")
-        model = _load_file(keras, path)
-        if image_size is not None:
-            size = _pair(image_size)
-            if tuple(model.input_shape[1:3]) != size:
-                model = with_image_size(model, size)
-        return model
-    if representation_size is None and weights:
-        known = [w for w in list_weights(variant) if w.tag == weights]
-        representation_size = known[0].representation_size if known else None
-    try:
-        model = ViT(
-            variant,
-            num_classes=max(num_classes, 1),
-            include_top=num_classes > 0,
-            image_size=_pair(image_size or 224),
-            channels=channels,
-            representation_size=representation_size,
-            weights=weights or None,
-        )
-    except FileNotFoundError as error:  # No such file; a tag not downloadable.
-        raise ValueError(f"--weights {weights!r}: {error}") from error
-    return model
-
-
-def _load_file(keras, path: str):
-    """`keras.saving.load_model(path)`; a file it cannot read is a one-line
-    `ValueError` (Keras says "File not found" for a truncated `.keras`)."""
-    import zipfile
-
-    if path.endswith(".keras") and not _is_zip(path):
-        raise ValueError(
-            f"{path!r} is not a readable .keras file: not a zip archive "
-            "(truncated, or another format)"
-        )
-    try:
-        return keras.saving.load_model(path, compile=False)
-    except (zipfile.BadZipFile, OSError, EOFError, KeyError, TypeError) as error:
-        detail = str(error).strip() or type(error).__name__
-        raise ValueError(f"cannot load {path!r} (damaged?): {detail}") from error
-
-
-def _is_zip(path: str) -> bool:
-    """`zipfile.is_zipfile` for a local path or a URL."""
-    import zipfile
-
-    from keras_vit import paths
-
-    try:
-        with paths.open_file(path, "rb") as file:
-            return zipfile.is_zipfile(file)
-    except OSError:
-        return False
-
-
-def _pair(size) -> tuple[int, int]:
-    return (size, size) if isinstance(size, int) else tuple(size)
+    return load(path, **kwargs)
 
 
 # -- the recipes that run a config ---------------------------------------------
@@ -494,10 +409,10 @@ def run_command(run_fn, kind, parser, argv, aliases=None, precheck=None):
     with handle_termination():
         try:
             from keras_vit import atomic
-            from keras_vit.recipes.common import RunCompleted
-            from keras_vit.recipes.common import RunFailed
-            from keras_vit.recipes.common import RunFinished
-            from keras_vit.recipes.common import WorkdirBusy
+            from keras_vit.recipes.rundir import RunCompleted
+            from keras_vit.recipes.rundir import RunFailed
+            from keras_vit.recipes.rundir import RunFinished
+            from keras_vit.recipes.rundir import WorkdirBusy
 
             try:
                 return run_fn(

@@ -16,6 +16,14 @@ then a `.keras` model (a run's `final.keras`: the run's `results.json` and
 `config.json` beside it go into the model card) or a checkpoint name
 (`keras_vit.from_pretrained`). A name converts to a `.keras` file too.
 
+An input file is told by its content, not its name (`input_kind`): an
+`.npz`, `.safetensors` or `torch.save` (`.pth`) checkpoint, a `.keras`
+model (loaded by Keras and written again; `--image-size` resamples it, the
+other model options do not apply), or a `.weights.h5` file, whose sizes are
+read off the file against `--variant`. Keras files are checked before any
+of their data is read (`keras_vit.weights.formats.keras_h5`), also before
+Keras's own loader reads a `.keras` model.
+
 The model is built from the checkpoint's own shapes unless told otherwise:
 its head width (`--num-classes`), `pre_logits` width
 (`--representation-size`), class token (else `gap` pooling) and resolution
@@ -24,8 +32,13 @@ same checks as `keras_vit.weights.load_weights` apply, so a file converted
 without error loads into a model built with the same arguments.
 `--num-classes 0` converts the encoder alone (`include_top=False`), as in
 every other command. An existing output is kept unless `--overwrite`; the
-output is written whole or not at all. Argument errors are one line
-(`error: ...`, exit status 2); a checkpoint that does not fit exits with 1.
+output is written whole or not at all, and what a killed conversion left
+next to it is removed by the next one. The output may be a URL
+(`gs://bucket/my-vit`, written through `tf.io.gfile`); `gs:/bucket` (a
+slash missing) is refused, never made a local folder. Argument errors are
+one line (`error: ...`, exit status 2); a checkpoint that does not fit, a
+full or read-only disk or a bucket out of reach exits with 1, Ctrl-C with
+130 (SIGTERM 143), in one line, leaving the output as it was.
 """
 
 from __future__ import annotations
@@ -52,13 +65,15 @@ def _optional_int(text: str) -> int | None:
 def build_parser() -> argparse.ArgumentParser:
     parser = cli.ArgumentParser(
         prog=cli.prog("convert"),
-        description="Convert a ViT checkpoint (.npz or .safetensors) into a "
-        "Keras .weights.h5 or .keras file.",
+        description="Convert a ViT checkpoint (.npz, .safetensors, .pth or "
+        ".weights.h5) or a .keras model into a Keras .weights.h5 or .keras file, "
+        "or a pretrained folder.",
     )
     parser.add_argument(
         "checkpoint",
-        help="input .npz or .safetensors file, a .keras model, or a checkpoint "
-        "name (a timm name, hf://org/repo, a pretrained folder)",
+        help="input .npz, .safetensors, .pth or .weights.h5 file, a .keras "
+        "model, or a checkpoint name (a timm name, hf://org/repo, a pretrained "
+        "folder); a file is told by its content",
     )
     parser.add_argument(
         "output",
@@ -67,7 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--variant",
         help="model variant, e.g. B/16 or R50+B/16 (read off an .npz when "
-        "omitted; required for .safetensors)",
+        "omitted; required for .safetensors, .pth and .weights.h5)",
     )
     parser.add_argument(
         "--image-size",
@@ -98,27 +113,160 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# What an input file is, told by its content (`input_kind`), for messages.
+KERAS_MODEL = "a Keras model (.keras archive)"
+KERAS_WEIGHTS = "a Keras weights file (.weights.h5)"
+LEGACY_KERAS = "a legacy Keras 2 HDF5 file (.h5)"
+
+
+def input_kind(path: str):
+    """What the file at `path` is, from its content, whatever its name.
+
+    A zip holding `config.json` and `model.weights.h5` is a Keras model; an
+    HDF5 file is Keras weights (or Keras 2's legacy format); otherwise the
+    checkpoint formats are asked as `weights=` asks them (a `torch.save`
+    zip before an `.npz`, as both are zips).
+
+    Returns:
+        `(description, format)`: e.g. `(KERAS_MODEL, None)`, or
+        `("a safetensors checkpoint", Format)`; `(None, None)` for a file
+        of no kind that convert reads.
+
+    Example:
+
+    ```python
+    input_kind("final.keras")  # ("a Keras model (.keras archive)", None)
+    ```
+    """
+    from keras_vit import plugins
+    from keras_vit.weights.formats import FORMATS
+    from keras_vit.weights.formats import keras_h5
+
+    plugins.load_plugins()  # A plug-in's format is told by content too (.pth).
+    if keras_h5.is_keras_archive(path):
+        return KERAS_MODEL, None
+    if keras_h5.is_hdf5(path):
+        return (LEGACY_KERAS if keras_h5.is_legacy_file(path) else KERAS_WEIGHTS), None
+    with open(path, "rb") as f:
+        head = f.read(16)
+    for fmt in FORMATS:
+        if fmt.recognizes is not None and fmt.recognizes(path):
+            return f"a {fmt.name} checkpoint", fmt
+    for fmt in FORMATS:
+        if fmt.looks_like(head):
+            return f"a {fmt.name} checkpoint", fmt
+    return None, None
+
+
 def _read(path: str, variant: str | None):
-    """The checkpoint at `path` as a `keras_vit.weights.Checkpoint`."""
+    """The checkpoint at `path` as a `keras_vit.weights.Checkpoint`.
+
+    Its format is told by its content (`input_kind`), not its name. A
+    format whose attention weights do not record the number of heads
+    (timm's and Hugging Face's fused projections, in a `.safetensors` or
+    `torch.save` file), and Keras weights (which record no architecture),
+    need `--variant`.
+    """
     from keras_vit.models.variants import parse_variant
     from keras_vit.weights import Checkpoint
-    from keras_vit.weights import read_npz
-    from keras_vit.weights import read_safetensors
     from keras_vit.weights import to_original_layout
     from keras_vit.weights.checkpoint import dialect_of
 
-    if path.endswith(".safetensors"):
-        if variant is None:
-            cli.fail("--variant is required for a .safetensors checkpoint")
-        heads = parse_variant(variant).variant.num_heads
-        tensors = read_safetensors(path)
-        dialect = dialect_of(tensors)
-        return Checkpoint(
-            to_original_layout(tensors, heads),
-            source=path,
-            heads_recorded=dialect is None or dialect.records_heads,
+    kind, fmt = input_kind(path)
+    if kind == LEGACY_KERAS:
+        cli.fail(
+            f"{path} is {kind}, which keras_vit does not read: load it with the "
+            "Keras that wrote it and save it with model.save('x.keras')"
         )
-    return Checkpoint(read_npz(path), source=path)
+    if kind is None:
+        cli.fail(
+            f"{path} is not a checkpoint convert reads: expected an .npz, "
+            ".safetensors or torch.save (.pth) checkpoint, a .keras model or a "
+            ".weights.h5 file (told by their content, not their names)"
+        )
+    print(f"Reading {path}: {kind}")
+    if kind == KERAS_WEIGHTS:
+        return _read_keras_weights(path, variant)
+    tensors = fmt.read(path)
+    dialect = dialect_of(tensors)
+    if fmt.original_layout and dialect is None:
+        return Checkpoint(tensors, source=path)
+    if variant is None and dialect is not None and not dialect.records_heads:
+        cli.fail(
+            f"--variant is required for {path}, {kind} in {dialect.name}'s "
+            "layout, whose fused attention weights do not record the number of "
+            "heads"
+        )
+    heads = parse_variant(variant).variant.num_heads if variant else None
+    return Checkpoint(
+        to_original_layout(tensors, heads, what=fmt.name),
+        source=path,
+        heads_recorded=dialect is None or dialect.records_heads,
+    )
+
+
+def _read_keras_weights(path: str, variant: str | None):
+    """A `.weights.h5` file, read by layer name against a `--variant` model.
+
+    The file records no architecture: its layers are named after those of
+    a one-patch model of `variant` (whose sizes do not matter), and the
+    file's own shapes then give the classes, `pre_logits` and resolution,
+    as for any checkpoint.
+    """
+    from keras_vit.models.variants import parse_variant
+    from keras_vit.models.vit import ViT
+    from keras_vit.weights import from_keras_file
+
+    if variant is None:
+        cli.fail(
+            f"--variant is required for {path}, {KERAS_WEIGHTS}, which records "
+            "no architecture (its sizes are read off the file)"
+        )
+    stride = parse_variant(variant).total_stride
+    namer = ViT(variant, image_size=stride, num_classes=1)
+    return from_keras_file(path, namer)
+
+
+def _load_saved_model(args: argparse.Namespace):
+    """A `.keras` model file, loaded by Keras, for writing again.
+
+    The file records its architecture: `--variant`, `--num-classes` and
+    `--representation-size` are refused; `--image-size` rebuilds it at that
+    resolution (`--resample-method`). `cli.load_model` checks the file as
+    keras_vit checks every Keras file (nothing from outside it, nothing past
+    a budget) before Keras reads it.
+    """
+    from keras_vit.models.resize import with_image_size
+
+    path = args.checkpoint
+    given = [
+        flag
+        for flag, unset, value in (
+            ("--variant", None, args.variant),
+            ("--num-classes", None, args.num_classes),
+            ("--representation-size", -1, args.representation_size),
+        )
+        if value != unset
+    ]  # fmt: skip
+    if given:
+        cli.fail(
+            f"{', '.join(given)} do not apply to {path}, {KERAS_MODEL}, which "
+            "records its own architecture (--image-size does: it resamples the "
+            "position embedding)"
+        )
+    if not path.endswith(".keras"):
+        cli.fail(
+            f"{path} is {KERAS_MODEL} under another name; Keras loads it only "
+            "with the suffix .keras: rename it"
+        )
+    print(f"Loading {path}: {KERAS_MODEL}")
+    model = cli.load_model(path)
+    if args.image_size is not None:
+        size = args.image_size
+        size = (size, size) if isinstance(size, int) else tuple(size)
+        if tuple(model.input_shape[1:3]) != size:
+            model = with_image_size(model, size, method=args.resample_method)
+    return model
 
 
 def variant_hint(checkpoint) -> str:
@@ -180,7 +328,8 @@ def convert(args: argparse.Namespace):
     from keras_vit.weights.errors import VariantMismatchError
     from keras_vit.weights.loader import load_weights
 
-    print(f"Reading {args.checkpoint}")
+    if input_kind(args.checkpoint)[0] == KERAS_MODEL:  # a model, not weights
+        return to_pretrained(args)
     checkpoint = _read(args.checkpoint, args.variant)
     params = checkpoint.params
     kwargs = model_arguments(params, args)
@@ -239,9 +388,11 @@ def to_pretrained(args: argparse.Namespace):
         )
         if value is not None
     ]  # fmt: skip
-    if args.checkpoint.endswith(".keras"):
-        print(f"Loading {args.checkpoint}")
-        model = cli.load_model(args.checkpoint)
+    if (
+        os.path.isfile(args.checkpoint)
+        and input_kind(args.checkpoint)[0] == KERAS_MODEL
+    ):
+        model = _load_saved_model(args)
     elif os.path.isfile(args.checkpoint):
         cli.fail(
             "a checkpoint file converts to a .keras file first (keras-vit convert "
@@ -308,15 +459,48 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"no checkpoint file at {args.checkpoint!r}")
     if pretrained and not by_name and not os.path.isfile(args.checkpoint):
         parser.error(f"no model file or checkpoint name {args.checkpoint!r}")
-    if os.path.exists(args.output) and not args.overwrite:
-        parser.error(f"{args.output} already exists; pass --overwrite to replace it")
+    with cli.handle_termination():  # SIGTERM as Ctrl-C: one line, cleaned up.
+        try:
+            return _write_output(args, parser, pretrained)
+        except KeyboardInterrupt as error:
+            error.stopped_at = f"before {args.output} was written"
+            error.resume_hint = (
+                f"{args.output} was left as it was: rerun the same command"
+            )
+            cli.interrupted(error)
+
+
+def _write_output(args, parser, pretrained: bool) -> int:
+    """Checks that `args.output` can be written, then converts into it.
+
+    Every output goes through `keras_vit.paths` and `keras_vit.atomic`: a
+    URL is written through `tf.io.gfile` or refused in one line before any
+    work (never a local folder named after it), and a read-only or full
+    disk is one line (exit status 1), leaving nothing behind.
+    """
+    from keras_vit import atomic
+    from keras_vit import paths
+
+    try:
+        paths.check(args.output, "output")
+    except paths.UnsupportedPath as error:
+        cli.fail(str(error))
     from keras_vit.weights.errors import CheckpointError
 
     try:
+        if paths.exists(args.output) and not args.overwrite:
+            parser.error(
+                f"{args.output} already exists; pass --overwrite to replace it"
+            )
+        atomic.check_writable(args.output)
         to_pretrained(args) if pretrained else convert(args)
     except (CheckpointError, FileNotFoundError, ImportError) as error:
         cli.report_error(str(error))
         return cli.EXIT_FAILED
+    except FileExistsError:  # Appeared (or was put back) while converting.
+        cli.fail(f"{args.output} already exists; pass --overwrite to replace it")
+    except OSError as error:  # A full or read-only disk, a bucket out of reach.
+        cli.fail(atomic.file_error_text(error, args.output), cli.EXIT_FAILED)
     except ValueError as error:  # A model argument that cannot be built.
         cli.fail(str(error))
     return 0

@@ -22,12 +22,15 @@ python -m recipes.export --model digits_vit.keras --name digits_vit --version 1 
 
 from __future__ import annotations
 
+import argparse
+import contextlib
 import importlib.util
 import json
 import os
 import pathlib
 import sys
 
+from keras_vit import atomic
 from keras_vit import paths
 from keras_vit.recipes import cli
 
@@ -63,6 +66,14 @@ def build_parser() -> cli.ArgumentParser:
         help="central crop of decoded images (timm's crop_pct; default: the "
         "model's input contract's, 1.0 = the whole image for the paper's ViT)",
     )
+    parser.add_argument(
+        "--max-pixels",
+        type=_max_pixels_arg,
+        default=None,
+        help="serving_bytes refuses, before decoding, an image of more pixels "
+        "(width x height, read from its header); default: Pillow's limit, "
+        "89478485",
+    )
     parser.add_argument("--overwrite", action="store_true", help="replace the version")
     parser.add_argument(
         "--tflite", action="store_true", help="also write <version>.tflite"
@@ -78,10 +89,33 @@ def build_parser() -> cli.ArgumentParser:
 
 
 def read_class_names(path: str) -> list[str]:
-    """The class names in a text file (local or a URL), one per line."""
-    with paths.open_file(path) as f:
-        lines = f.read().splitlines()
-    return [line.strip() for line in lines if line.strip()]
+    """The class names in a UTF-8 text file (local or a URL), one per line.
+
+    Raises:
+        OSError: the file cannot be read.
+        ValueError: it is not a text file (binary, a FIFO, a folder).
+    """
+    from keras_vit.recipes.predict import class_names_file
+
+    return class_names_file(path)
+
+
+# `keras_vit.export.pixel_limit.LARGEST_MAX_PIXELS`, here without importing
+# TensorFlow (tests/test_hostile_serving.py checks they agree).
+LARGEST_MAX_PIXELS = 2**30
+
+
+def _max_pixels_arg(text: str) -> int:
+    """`--max-pixels`: an integer from 1 to 2**30, as an argparse `type=`."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if not 1 <= value <= LARGEST_MAX_PIXELS:
+        raise argparse.ArgumentTypeError(
+            f"not an integer from 1 to {LARGEST_MAX_PIXELS}: {text!r}"
+        )
+    return value
 
 
 def main(argv: list[str] | None = None) -> pathlib.Path | str:
@@ -98,21 +132,15 @@ def main(argv: list[str] | None = None) -> pathlib.Path | str:
         parser.error(f"--version must be a positive integer, not {args.version}")
     if args.model and args.weights:
         parser.error("--weights goes with --variant, not --model")
-    urls = [
-        (flag, value)
-        for flag, value in (
-            ("--base-dir", args.base_dir),
-            ("--model", args.model),
-            ("--class-names", args.class_names),
-        )
-        if paths.is_url(value)
-    ]
-    if urls:  # Their file systems are TensorFlow's.
-        for flag, value in urls:
-            try:
-                paths.check(value, flag)
-            except paths.UnsupportedPath as error:
-                cli.fail(str(error))
+    for flag, value in (
+        ("--base-dir", args.base_dir),
+        ("--model", args.model),
+        ("--class-names", args.class_names),
+    ):  # A URL's file system is TensorFlow's; `gs:/b` lacks a slash.
+        try:
+            paths.check(value, flag)
+        except paths.UnsupportedPath as error:
+            cli.fail(str(error))
     if paths.is_url(args.base_dir):
         model_dir = os.path.join(args.base_dir, args.name)
     else:
@@ -128,6 +156,10 @@ def main(argv: list[str] | None = None) -> pathlib.Path | str:
             f"not exported: {version_dir} already exists; "
             "use a new --version, or --overwrite"
         )
+    try:  # A read-only disk: before the model is loaded.
+        atomic.check_writable(os.fspath(version_dir))
+    except OSError as error:
+        _fail_on_os_error(error, version_dir)
     if args.onnx and importlib.util.find_spec("tf2onnx") is None:
         cli.fail("--onnx needs tf2onnx: pip install tf2onnx onnxruntime")
     class_names = None
@@ -136,59 +168,91 @@ def main(argv: list[str] | None = None) -> pathlib.Path | str:
             class_names = read_class_names(args.class_names)
         except OSError as error:
             cli.fail(f"--class-names: {error.strerror}: {args.class_names}")
+        except ValueError as error:  # E.g. a binary file.
+            cli.fail(f"--class-names: {error}: {args.class_names}")
         if args.variant and args.num_classes and len(class_names) != args.num_classes:
             cli.fail(
                 f"--class-names lists {len(class_names)} names for "
                 f"--num-classes {args.num_classes}"
             )
+    written = []  # What is complete, for the line an interruption prints.
+    with cli.handle_termination():  # SIGTERM as Ctrl-C: one line, cleaned up.
+        try:
+            return _export(args, model_dir, version_dir, class_names, written)
+        except KeyboardInterrupt as error:
+            if written:
+                error.stopped_at = f"after {', '.join(map(str, written))}"
+                error.resume_hint = (
+                    "what was written is whole: rerun the same command with "
+                    "--overwrite to write the rest"
+                )
+            else:
+                error.stopped_at = f"before {version_dir} was written"
+                error.resume_hint = "nothing was written: rerun the same command"
+            cli.interrupted(error)
+
+
+def _export(args, model_dir, version_dir, class_names, written: list):
+    """Loads the model and writes the SavedModel, then the other formats
+    asked for, appending each path to `written` once it is complete.
+
+    A file-system error (a full or read-only disk, a bucket out of reach)
+    is one line, exit status 1; nothing partial is left, nor the folders
+    made for a version that could not be written.
+    """
+    import tensorflow as tf
+
     from keras_vit.export import export
     from keras_vit.export import export_onnx
     from keras_vit.export import export_tflite
     from keras_vit.export.savedmodel import METADATA_FILE
 
+    local = not paths.is_url(version_dir)
+    max_pixels = {} if args.max_pixels is None else {"max_pixels": args.max_pixels}
     try:
         model = cli.model_from_args(args)
-        path = export(
-            model,
-            version_dir if paths.is_url(version_dir) else pathlib.Path(version_dir),
-            class_names=class_names,
-            top_k=args.top_k,
-            overwrite=args.overwrite,
-            image_size=args.image_size,
-            crop_fraction=args.crop_fraction,
-        )
+        made = atomic.new_folders_removed_on_error(model_dir) if local else None
+        with made or contextlib.nullcontext():
+            path = export(
+                model,
+                pathlib.Path(version_dir) if local else version_dir,
+                class_names=class_names,
+                top_k=args.top_k,
+                overwrite=args.overwrite,
+                image_size=args.image_size,
+                crop_fraction=args.crop_fraction,
+                **max_pixels,
+            )
     except FileExistsError as error:  # Appeared while the model loaded.
         cli.fail(f"not exported: {error}")
     except ValueError as error:  # E.g. a class-names count the model lacks.
         cli.fail(str(error))
-    except OSError as error:  # A file system's error, e.g. a bucket out of reach.
+    except (OSError, tf.errors.OpError) as error:  # E.g. a full disk.
         _fail_on_os_error(error, version_dir)
+    written.append(path)
     with paths.open_file(os.path.join(path, METADATA_FILE)) as f:
         info = json.load(f)
     print(
         f"SavedModel: {path}  (image size {info['image_size']}, signatures "
         f"{', '.join(info['signatures'])})"
     )
+    others = []  # (label, writer, target, its options)
     if args.tflite:
-        tflite = export_tflite(
-            path,
-            _sibling(model_dir, f"{args.version}.tflite"),
-            overwrite=args.overwrite,
-        )
-        print(f"LiteRT:     {tflite}")
+        target = _sibling(model_dir, f"{args.version}.tflite")
+        others.append(("LiteRT:     ", export_tflite, target, {}))
     if args.tflite_int8:
-        int8 = export_tflite(
-            path,
-            _sibling(model_dir, f"{args.version}.int8.tflite"),
-            quantize="int8",
-            overwrite=args.overwrite,
-        )
-        print(f"LiteRT int8: {int8}")
+        target = _sibling(model_dir, f"{args.version}.int8.tflite")
+        others.append(("LiteRT int8:", export_tflite, target, {"quantize": "int8"}))
     if args.onnx:
-        onnx = export_onnx(
-            path, _sibling(model_dir, f"{args.version}.onnx"), overwrite=args.overwrite
-        )
-        print(f"ONNX:       {onnx}")
+        target = _sibling(model_dir, f"{args.version}.onnx")
+        others.append(("ONNX:       ", export_onnx, target, {}))
+    for label, write, target, options in others:
+        try:
+            result = write(path, target, overwrite=args.overwrite, **options)
+        except (OSError, tf.errors.OpError) as error:
+            _fail_on_os_error(error, target, written)
+        written.append(result)
+        print(f"{label} {result}")
     return path
 
 
@@ -200,11 +264,16 @@ def _is_export(version_dir: str) -> bool:
     return os.path.exists(version_dir)
 
 
-def _fail_on_os_error(error: OSError, path) -> None:
-    """`error: not exported: PATH: REASON` (exit status 1)."""
-    reason = error.strerror or str(error).strip() or type(error).__name__
-    where = error.filename or path
-    cli.fail(f"not exported: {where}: {reason.splitlines()[0]}", cli.EXIT_FAILED)
+def _fail_on_os_error(error, path, written=()) -> None:
+    """`error: not exported: REASON` in one line (exit status 1).
+
+    `error`: an `OSError` or a TensorFlow file-system error; a full disk
+    and a read-only one are named as such (`keras_vit.atomic`). `written`:
+    what was already written whole, named in the line.
+    """
+    text = atomic.file_error_text(error, os.fspath(path))
+    kept = f"; {', '.join(map(str, written))} was written whole" if written else ""
+    cli.fail(f"not exported: {text}{kept}", cli.EXIT_FAILED)
 
 
 def _sibling(model_dir, name: str):

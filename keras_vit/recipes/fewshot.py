@@ -206,11 +206,19 @@ def parse_args(argv: list[str] | None = None):
 def main(argv: list[str] | None = None) -> dict:
     """Command-line entry point; returns the results dict.
 
-    Exits with status 2 and one line on an argument or data error.
+    Exits with status 2 and one line on an argument or data error, and
+    with status 1 and one line when `--out` cannot be written (a full or
+    read-only disk: checked before the evaluation where it can be, and the
+    table is printed before the file is written). `--out` may be a URL
+    (`gs://bucket/fewshot.json`), written through `tf.io.gfile`.
     """
     import time
 
+    from keras_vit import atomic
+
     args = parse_args(argv)
+    if args.out:
+        _check_out(args.out)
     started = time.time()
     try:
         model = load_model(
@@ -253,10 +261,27 @@ def main(argv: list[str] | None = None) -> dict:
             "seconds": round(seconds, 1),
             "accuracy": results,
         }
-        from keras_vit import atomic
-
-        atomic.write_json(args.out, record)
+        try:
+            atomic.write_json(args.out, record)
+        except OSError as error:  # Whole or absent: nothing partial is left.
+            cli.fail(
+                f"--out: {atomic.file_error_text(error, args.out)}", cli.EXIT_FAILED
+            )
     return results
+
+
+def _check_out(out: str) -> None:
+    """Refuses, in one line and before the evaluation, an `--out` that
+    cannot be written (`keras_vit.atomic.check_output`)."""
+    from keras_vit import atomic
+    from keras_vit import paths
+
+    try:
+        atomic.check_output(out, "--out")
+    except paths.UnsupportedPath as error:
+        cli.fail(str(error))
+    except OSError as error:
+        cli.fail(f"--out: {atomic.file_error_text(error, out)}", cli.EXIT_FAILED)
 
 
 if __name__ == "__main__":

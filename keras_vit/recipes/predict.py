@@ -22,7 +22,10 @@ loaded, a model without a head) exit with status 2.
 from __future__ import annotations
 
 import argparse
+import codecs
 import json
+import os
+import stat
 import sys
 
 from keras_vit.recipes import cli
@@ -78,16 +81,54 @@ def load_named_model(name: str):
         cli.fail(f"--model {name!r}: {_one_line(error)}", cli.EXIT_FAILED)
 
 
-def read_class_names(path: str) -> list[str]:
-    """The names in a text file (local or a URL), one per line."""
+def class_names_file(path: str) -> list[str]:
+    """The class names in a UTF-8 text file (local or a URL), one per line.
+
+    Blank lines and the spaces around names are dropped, as is a UTF-8
+    byte-order mark.
+
+    Raises:
+        OSError: the file cannot be opened or read.
+        ValueError: it is not a text file: not a regular file (a folder, a
+            FIFO, a device), not UTF-8, or holding NUL bytes. The message
+            is the problem alone, e.g. `not UTF-8 text (byte 0x89 at
+            offset 0)`; the caller names the file.
+
+    Example:
+
+    ```python
+    names = class_names_file("classes.txt")  # ["cat", "dog", ...]
+    ```
+    """
     from keras_vit import paths
 
+    if not paths.is_url(path) and os.path.exists(path):
+        if not stat.S_ISREG(os.stat(path).st_mode):  # A FIFO would hang.
+            raise ValueError("not a regular file")
+    with paths.open_file(path, "rb") as f:
+        data = f.read()
+    bom = len(codecs.BOM_UTF8) if data.startswith(codecs.BOM_UTF8) else 0
     try:
-        with paths.open_file(path) as f:
-            lines = f.read().splitlines()
+        text = data[bom:].decode("utf-8")
+    except UnicodeDecodeError as error:
+        at = bom + error.start
+        raise ValueError(
+            f"not UTF-8 text (byte 0x{data[at]:02x} at offset {at})"
+        ) from None
+    nul = data.find(b"\x00")
+    if nul >= 0:
+        raise ValueError(f"not a text file (a NUL byte at offset {nul})")
+    return [line.strip() for line in text.splitlines() if line.strip()]
+
+
+def read_class_names(path: str) -> list[str]:
+    """`class_names_file(path)`, or a one-line error (exit status 2)."""
+    try:
+        return class_names_file(path)
     except OSError as error:
         cli.fail(f"--class-names: {error.strerror or error}: {path}")
-    return [line.strip() for line in lines if line.strip()]
+    except ValueError as error:
+        cli.fail(f"--class-names: {error}: {path}")
 
 
 def _one_line(error: BaseException) -> str:

@@ -36,9 +36,11 @@ from __future__ import annotations
 import sys
 
 from keras_vit.recipes import cli
-from keras_vit.recipes.configs.base import ConfigError
 from keras_vit.recipes.configs.base import PretrainConfig
 from keras_vit.recipes.configs.base import shipped_configs
+from keras_vit.recipes.recipe import Monitors
+from keras_vit.recipes.recipe import Recipe
+from keras_vit.recipes.recipe import Sources
 
 # The names the configs had before they moved to recipes/configs/.
 ALIASES = {"digits": "masked_digits", "b16_paper": "masked_b16_paper"}
@@ -54,7 +56,8 @@ def run(
     """Pre-trains as `config` says; returns history, final metrics and paths.
 
     `final` holds the last epoch's logs (from the backup when the run was
-    stopped after training and finished by a rerun).
+    stopped after training and finished by a rerun); `encoder` is the
+    pre-trained encoder, a `keras_vit.ViT(include_top=False)`.
 
     Raises:
         ConfigError: A config value that cannot be used, or the backup
@@ -63,92 +66,63 @@ def run(
         WorkdirBusy: Another live run uses the run directory.
         RunDiverged: The loss became non-finite (`results.json` says where).
         keras_vit.atomic.DiskFull: The disk filled up; the same call resumes.
+
+    Example:
+
+    ```python
+    result = run(load_config("masked_digits", PretrainConfig))
+    result["encoder"]  # fine-tune it: init_from=<workdir>/encoder.keras
+    ```
     """
-    from keras_vit.recipes import common
+    from keras_vit.recipes import engine
 
-    with common.setup(config, "pretrain_masked") as run_:
-        state = common.resume_or_start(
-            config,
-            run_,
-            fresh=fresh,
-            allow_changes=allow_changes,
-            finishing="final.keras, encoder.keras, results.json",
-        )
-        start_epoch = 0 if state is None else state.epoch
-        # Everything that can refuse the command comes before the run
-        # directory changes (`make_room`): a refused command changes nothing.
-        try:  # A dataset or model argument that cannot be used: one line.
-            source, steps, train_ds = common.training_data(config, start_epoch)
-            _check_fewshot_split(config, source)
-            model = _model(config, run_, steps, train_ds, state)
-            built = None
-            if start_epoch < config.epochs:  # Else nothing is trained.
-                built = _callbacks(config, run_, source, steps, callbacks)
-        except ValueError as error:
-            raise ConfigError(str(error)) from error
-        common.make_room(run_)
-        common.write_config(config, run_)
-        trained = common.fit(
-            model,
-            config,
-            run_,
-            train_ds,
-            steps=steps,
-            state=state,
-            callbacks=lambda: built,
-        )
-        final = dict(trained.logs)
-        encoder = _save(config, run_, model, source, final, trained)
-        return {
-            "history": trained.history,
-            "final": final,
-            "workdir": run_.workdir,
-            "model": model,
-            "encoder": encoder,
-            "seconds": run_.seconds,
-        }
+    return engine.run(
+        RECIPE, config, callbacks, fresh=fresh, allow_changes=allow_changes
+    )
 
 
-def _check_fewshot_split(config: PretrainConfig, source) -> None:
-    """Pre-training must not see the images few-shot accuracy is measured on."""
-    if not config.fewshot_every or config.fewshot_dataset not in (None, config.dataset):
-        return
+def _data(config: PretrainConfig, run_) -> Sources:
+    """The training split; pre-training must not see the images few-shot
+    accuracy is measured on."""
     from keras_vit import data
+    from keras_vit.recipes.streams import training_source
 
-    test = data.load_source(config.dataset, config.fewshot_test_split, config.data_dir)
-    data.check_disjoint(source, test)
+    source = training_source(config)
+    if config.fewshot_every and config.fewshot_dataset in (None, config.dataset):
+        test = data.load_source(
+            config.dataset, config.fewshot_test_split, config.data_dir
+        )
+        data.check_disjoint(source, test)
+    return Sources(source)
 
 
-def _model(config: PretrainConfig, run_, steps: int, train_ds, state):
-    """The masked-patch model, compiled in the strategy's scope, restored."""
+def _model(config: PretrainConfig, run_, sources: Sources):
+    """The masked-patch model (`keras_vit.models.masked_patch`)."""
     from keras_vit.models.masked_patch import masked_patch_model
-    from keras_vit.recipes import common
     from keras_vit.recipes.configs.base import model_arguments
 
-    with run_.strategy.scope():
-        model = masked_patch_model(
-            config.variant,
-            **model_arguments(config),
-            corruption_rate=config.corruption_rate,
-            mask_rate=config.mask_rate,
-            random_rate=config.random_rate,
-            color_bits=config.color_bits,
-            seed=config.seed,
-        )
-    common.compile_and_restore(model, config, run_, steps, train_ds, state)
-    return model
+    return masked_patch_model(
+        config.variant,
+        **model_arguments(config),
+        corruption_rate=config.corruption_rate,
+        mask_rate=config.mask_rate,
+        random_rate=config.random_rate,
+        color_bits=config.color_bits,
+        seed=config.seed,
+    )
 
 
-def _callbacks(config: PretrainConfig, run_, source, steps: int, extra=()):
-    """`(guard, callbacks)`: the crash-safe set, monitor and few-shot eval."""
+def _monitors(config: PretrainConfig, run_, sources: Sources, streams) -> Monitors:
+    """The few-shot linear evaluation, and the TensorBoard monitor (chief)."""
     import os
 
     from keras_vit import training
-    from keras_vit.recipes import common
+    from keras_vit.recipes.streams import fewshot_callback
+    from keras_vit.recipes.streams import first_batch
 
     fewshot = None
     if config.fewshot_every:
-        fewshot = common.fewshot_callback(
+        fewshot = fewshot_callback(
             config,
             dataset=config.fewshot_dataset or config.dataset,
             train_split=config.fewshot_train_split,
@@ -159,7 +133,7 @@ def _callbacks(config: PretrainConfig, run_, source, steps: int, extra=()):
     monitor = None
     if run_.chief and config.monitor_images and not run_.on_tpu:
         # The first epoch's first batch: the same images after a resume.
-        batch = common.first_batch(config, source, steps)
+        batch = first_batch(config, sources.train, streams.steps)
         images = None if batch is None else batch[0][: config.monitor_images]
         monitor = training.TrainingMonitor(
             os.path.join(run_.workdir, "tensorboard"),
@@ -167,18 +141,11 @@ def _callbacks(config: PretrainConfig, run_, source, steps: int, extra=()):
             attention_images=images,
             max_images=config.monitor_images,
         )
-    return common.run_callbacks(
-        config,
-        run_,
-        monitor="loss",
-        training_monitor=monitor,
-        fewshot=fewshot,
-        extra=extra,
-    )
+    return Monitors(monitor, fewshot)
 
 
-def _save(config: PretrainConfig, run_, model, source, final: dict, trained):
-    """`final.keras`, `encoder.keras`, then `results.json` (chief); the encoder.
+def _finish(config: PretrainConfig, run_, model, sources, streams, trained) -> dict:
+    """`final.keras`, `encoder.keras`, then `results.json` (chief).
 
     `results.json` is written last and the backup discarded after it, so a
     kill at any instant of this phase is finished by the same command.
@@ -188,8 +155,9 @@ def _save(config: PretrainConfig, run_, model, source, final: dict, trained):
     import keras_vit
     from keras_vit import atomic
     from keras_vit.models.masked_patch import transfer_encoder
-    from keras_vit.recipes import common
+    from keras_vit.recipes import rundir
 
+    final = dict(trained.logs)
     # The encoder exactly as pre-trained: its options read off the model.
     encoder = keras_vit.ViT(
         config.variant,
@@ -203,17 +171,28 @@ def _save(config: PretrainConfig, run_, model, source, final: dict, trained):
     if run_.chief:
         atomic.save_model(model, os.path.join(run_.workdir, "final.keras"))
         atomic.save_model(encoder, os.path.join(run_.workdir, "encoder.keras"))
-    common.finished(run_, trained, source, final=final)
-    if not run_.chief:
-        return encoder
-    run_.say(
-        "Final: " + ", ".join(f"{k} {v:.4f}" for k, v in final.items() if v is not None)
-    )
-    run_.say(
-        f"Done in {run_.seconds:.0f} s; encoder for fine-tuning: "
-        f"{os.path.join(run_.workdir, 'encoder.keras')}."
-    )
-    return encoder
+    rundir.finished(run_, trained, sources.train, final=final)
+    if run_.chief:
+        run_.say(
+            "Final: "
+            + ", ".join(f"{k} {v:.4f}" for k, v in final.items() if v is not None)
+        )
+        run_.say(
+            f"Done in {run_.seconds:.0f} s; encoder for fine-tuning: "
+            f"{os.path.join(run_.workdir, 'encoder.keras')}."
+        )
+    return {"final": final, "encoder": encoder}
+
+
+# Masked patch prediction, for `keras_vit.recipes.engine.run`.
+RECIPE = Recipe(
+    name="pretrain_masked",
+    finishing=lambda config: "final.keras, encoder.keras, results.json",
+    data=_data,
+    model=_model,
+    monitors=_monitors,
+    finish=_finish,
+)
 
 
 def build_parser() -> cli.ArgumentParser:

@@ -6,7 +6,7 @@
   swallowed it (a signal that landed in a `__del__`).
 
 Standard library only: `keras_vit.recipes.cli` and
-`keras_vit.recipes.common` both use it.
+`keras_vit.recipes.engine` both use it.
 
 Example:
 

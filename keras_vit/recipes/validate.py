@@ -23,9 +23,10 @@ of training (`keras_vit.data.eval_dataset` with the model's contract).
 
 `--data` is `folder:DIR` (one sub-folder of images per class; classes in
 sorted folder-name order, or split sub-folders `DIR/validation/<class>/`),
-`tfds:NAME` (a TensorFlow Datasets name), or `digits` / `glyphs`. Without
-`--split`: a folder's `validation` (else `test`) split if it has one, else
-its images; `validation` for TFDS; `test` for digits and glyphs.
+`tfds:NAME` (a TensorFlow Datasets name), or a dataset known by name
+(`digits`, or one a plug-in registers). Without `--split`: a folder's
+`validation` (else `test`) split if it has one, else its images;
+`validation` for TFDS; a named dataset's test split (`test` for digits).
 
 The dataset's classes must be the model's: as many, in the same order. A
 dataset with another number of classes is refused (exit status 1) naming
@@ -41,6 +42,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import stat
 import sys
 import time
 
@@ -60,13 +62,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--data",
         required=True,
         help="folder:DIR (one sub-folder of images per class), tfds:NAME, "
-        "digits or glyphs",
+        "or a dataset known by name (digits, or one a plug-in registers)",
     )
     parser.add_argument(
         "--split",
         help="the split, with an optional slice (e.g. validation, "
         "'train[80%%:]'); default: a folder's validation (else test) split or "
-        "its images, validation for TFDS, test for digits and glyphs",
+        "its images, validation for TFDS, a named dataset's test split",
     )
     parser.add_argument(
         "--batch-size",
@@ -92,6 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
 def default_split(data: str) -> str:
     """The split `--data` is evaluated on without `--split`."""
     from keras_vit import paths
+    from keras_vit.data.datasets import named_source
 
     if data.startswith("folder:"):
         directory = data[len("folder:") :]
@@ -99,9 +102,8 @@ def default_split(data: str) -> str:
             if paths.isdir(os.path.join(directory, split)):
                 return split
         return "train"
-    if data in ("digits", "glyphs"):
-        return "test"
-    return "validation"
+    named = named_source(data)  # "digits", or a plug-in's dataset
+    return named.test_split if named is not None else "validation"
 
 
 def class_mapping(spec: str, dataset_classes, num_classes: int):
@@ -126,6 +128,9 @@ def class_mapping(spec: str, dataset_classes, num_classes: int):
         table.update({wnid: i for i, wnid in enumerate(imagenet.synsets())})
     else:
         try:
+            if not paths.is_url(spec) and os.path.exists(spec):
+                if not stat.S_ISREG(os.stat(spec).st_mode):  # A FIFO would hang.
+                    raise ValueError("not a regular file")
             with paths.open_file(spec) as f:
                 table = json.load(f)
         except (OSError, ValueError) as error:

@@ -29,60 +29,6 @@ optimizer = training.make_optimizer("adamw", learning_rate=1e-3, weight_decay=0.
 ```
 """
 
-from keras_vit.training.backup import BackupState
-from keras_vit.training.backup import CrashSafeBackup
-from keras_vit.training.backup import latest_backup
-from keras_vit.training.backup import resume_epoch
-from keras_vit.training.callbacks import AtomicCheckpoint
-from keras_vit.training.callbacks import AtomicCSVLogger
-from keras_vit.training.callbacks import DivergenceGuard
-from keras_vit.training.callbacks import ReseedEachEpoch
-from keras_vit.training.callbacks import StepsPerSecond
-from keras_vit.training.callbacks import training_callbacks
-from keras_vit.training.compat import prepare_multi_worker_fit
-from keras_vit.training.monitor import TrainingMonitor
-from keras_vit.training.monitor import class_token_attention
-from keras_vit.training.optimizers import NO_WEIGHT_DECAY
-from keras_vit.training.optimizers import OPTIMIZERS
-from keras_vit.training.optimizers import build_optimizer
-from keras_vit.training.optimizers import make_optimizer
-from keras_vit.training.precision import precision_policy
-from keras_vit.training.precision import resolve_precision
-from keras_vit.training.precision import set_precision
-from keras_vit.training.schedules import WarmupDecay
-from keras_vit.training.strategy import STRATEGIES
-from keras_vit.training.strategy import describe
-from keras_vit.training.strategy import is_chief
-from keras_vit.training.strategy import num_workers
-from keras_vit.training.strategy import select_strategy
-from keras_vit.training.strategy import task_name
+import lazy_loader
 
-__all__ = [
-    "AtomicCSVLogger",
-    "AtomicCheckpoint",
-    "BackupState",
-    "CrashSafeBackup",
-    "DivergenceGuard",
-    "NO_WEIGHT_DECAY",
-    "OPTIMIZERS",
-    "ReseedEachEpoch",
-    "STRATEGIES",
-    "StepsPerSecond",
-    "TrainingMonitor",
-    "WarmupDecay",
-    "build_optimizer",
-    "class_token_attention",
-    "describe",
-    "is_chief",
-    "latest_backup",
-    "make_optimizer",
-    "num_workers",
-    "precision_policy",
-    "prepare_multi_worker_fit",
-    "resolve_precision",
-    "resume_epoch",
-    "select_strategy",
-    "set_precision",
-    "task_name",
-    "training_callbacks",
-]
+__getattr__, __dir__, __all__ = lazy_loader.attach_stub(__name__, __file__)

@@ -42,6 +42,7 @@ import keras
 
 from keras_vit import atomic
 from keras_vit import paths
+from keras_vit._export import export
 from keras_vit.training.backup import CrashSafeBackup
 from keras_vit.training.backup import backup_dir_of
 from keras_vit.training.backup import resume_epoch  # noqa: F401  (re-exported)
@@ -52,6 +53,7 @@ from keras_vit.training.monitor import TrainingMonitor
 _EPOCH_SEED_STRIDE = 1_000_003
 
 
+@export("keras_vit.training.ReseedEachEpoch")
 class ReseedEachEpoch(keras.callbacks.Callback):
     """Resets the model's random generators at the start of every epoch.
 
@@ -86,6 +88,7 @@ class ReseedEachEpoch(keras.callbacks.Callback):
             variable.assign(state)
 
 
+@export("keras_vit.training.DivergenceGuard")
 class DivergenceGuard(keras.callbacks.Callback):
     """Stops training at the first non-finite loss and records where.
 
@@ -134,6 +137,7 @@ class DivergenceGuard(keras.callbacks.Callback):
         self.model.stop_training = True
 
 
+@export("keras_vit.training.StepsPerSecond")
 class StepsPerSecond(keras.callbacks.Callback):
     """Adds `steps_per_second` (training steps, validation excluded) to the
     epoch logs, so that `TensorBoard` and `CSVLogger` record it.
@@ -157,6 +161,7 @@ class StepsPerSecond(keras.callbacks.Callback):
             logs["steps_per_second"] = self._steps / (self._end - self._start)
 
 
+@export("keras_vit.training.AtomicCheckpoint")
 class AtomicCheckpoint(keras.callbacks.Callback):
     """`model.save(path)` at the end of each epoch, written whole or not at all.
 
@@ -226,6 +231,7 @@ class AtomicCheckpoint(keras.callbacks.Callback):
             )
 
 
+@export("keras_vit.training.AtomicCSVLogger")
 class AtomicCSVLogger(keras.callbacks.Callback):
     """One CSV row per epoch; the whole file is rewritten atomically.
 
@@ -266,6 +272,7 @@ class AtomicCSVLogger(keras.callbacks.Callback):
         atomic.write_text(self.path, "\n".join([header, *self._rows]) + "\n")
 
 
+@export("keras_vit.training.training_callbacks")
 def training_callbacks(
     workdir: str,
     *,

@@ -6,8 +6,10 @@ import keras
 import tensorflow as tf
 
 from keras_vit import keras_internals
+from keras_vit._export import export
 
 
+@export("keras_vit.training.prepare_multi_worker_fit")
 def prepare_multi_worker_fit(model: keras.Model, strategy, dataset) -> None:
     """Lets `model.fit`/`evaluate` run under `MultiWorkerMirroredStrategy`.
 

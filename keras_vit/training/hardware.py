@@ -40,14 +40,6 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-__all__ = [
-    "ISA_CLASSES",
-    "cpu_flags",
-    "describe_cpu",
-    "native_bfloat16",
-    "vector_isa",
-]
-
 # From narrowest to widest.
 ISA_CLASSES = ("baseline", "AVX", "AVX2", "AVX-512", "AVX-512+BF16", "AMX")
 

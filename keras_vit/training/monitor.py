@@ -24,11 +24,13 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from keras_vit._export import export
 from keras_vit.analysis._walk import BlockWalker
 from keras_vit.analysis._walk import check_images
 from keras_vit.models.preprocessing import preprocessing_of
 
 
+@export("keras_vit.training.TrainingMonitor")
 class TrainingMonitor(keras.callbacks.Callback):
     """Writes weight/gradient norms, example images and attention maps.
 
@@ -147,6 +149,7 @@ class TrainingMonitor(keras.callbacks.Callback):
             tf.summary.scalar(f"{prefix}/{name}", value, step=step)
 
 
+@export("keras_vit.training.class_token_attention")
 def class_token_attention(
     model: keras.Model, images, walker: BlockWalker | None = None
 ) -> np.ndarray:

@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import keras
 
+from keras_vit._export import export
 from keras_vit.keras_internals import ClipGradientsHook
 from keras_vit.keras_internals import optimizer_variable_index
 
 OPTIMIZERS = ("adamw", "adam", "sgd")
+export("keras_vit.training.OPTIMIZERS").constant(__name__, "OPTIMIZERS")
 
 # Variables left out of weight decay, matched against variable names: biases,
 # LayerNorm/GroupNorm scales and offsets, the class token and the position
 # embedding (the usual choice; the paper does not say).
 NO_WEIGHT_DECAY = ("bias", "gamma", "beta", "token", "embedding")
+export("keras_vit.training.NO_WEIGHT_DECAY").constant(__name__, "NO_WEIGHT_DECAY")
 
 
 class _SummedGradientClipping(ClipGradientsHook):
@@ -107,6 +110,7 @@ class SGD(_LayerwiseRates, _SummedGradientClipping, keras.optimizers.SGD):
     """`keras.optimizers.SGD` with replica-independent global-norm clipping."""
 
 
+@export("keras_vit.training.make_optimizer")
 def make_optimizer(
     name: str,
     learning_rate: float | keras.optimizers.schedules.LearningRateSchedule,
@@ -189,6 +193,7 @@ def make_optimizer(
     return optimizer
 
 
+@export("keras_vit.training.build_optimizer")
 def build_optimizer(model: keras.Model) -> keras.Model:
     """Creates the compiled optimizer's variables now, before the first step.
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
+from keras_vit._export import export
 from keras_vit.training import hardware
 
 PRECISIONS = (False, True, "auto", "float32", "bfloat16", "float16")
@@ -19,6 +20,7 @@ def _accelerator(strategy: tf.distribute.Strategy | None) -> str | None:
     return None
 
 
+@export("keras_vit.training.resolve_precision")
 def resolve_precision(
     mixed_precision: bool | str, strategy: tf.distribute.Strategy | None = None
 ) -> tuple[str, str]:
@@ -93,6 +95,7 @@ def resolve_precision(
     return "float32", f"auto: this CPU is {cpu}, no native bfloat16"
 
 
+@export("keras_vit.training.precision_policy")
 def precision_policy(
     mixed_precision: bool | str, strategy: tf.distribute.Strategy | None = None
 ) -> str:
@@ -118,6 +121,7 @@ def precision_policy(
     return resolve_precision(mixed_precision, strategy)[0]
 
 
+@export("keras_vit.training.set_precision")
 def set_precision(mixed_precision: bool | str, strategy=None) -> str:
     """Sets Keras's global dtype policy (see `precision_policy`); returns it."""
     policy = precision_policy(mixed_precision, strategy)

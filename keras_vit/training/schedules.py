@@ -7,9 +7,12 @@ import math
 import keras
 from keras import ops
 
+from keras_vit._export import export
+
 DECAYS = ("cosine", "linear", "constant")
 
 
+@export("keras_vit.training.WarmupDecay")
 @keras.saving.register_keras_serializable(package="keras_vit")
 class WarmupDecay(keras.optimizers.schedules.LearningRateSchedule):
     """Linear warm-up to a peak, then cosine or linear decay (paper, §4.1).

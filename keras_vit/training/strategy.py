@@ -22,11 +22,15 @@ import os
 
 import tensorflow as tf
 
+from keras_vit._export import export
+
 logger = logging.getLogger(__name__)
 
 STRATEGIES = ("auto", "default", "one_device", "mirrored", "multi_worker", "tpu")
+export("keras_vit.training.STRATEGIES").constant(__name__, "STRATEGIES")
 
 
+@export("keras_vit.training.select_strategy")
 def select_strategy(
     kind: str = "auto", tpu: str | None = None
 ) -> tf.distribute.Strategy:
@@ -82,6 +86,7 @@ def select_strategy(
     return strategy
 
 
+@export("keras_vit.training.describe")
 def describe(strategy: tf.distribute.Strategy) -> str:
     """A one-line description, e.g. `"MirroredStrategy, 2 replicas"`."""
     if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
@@ -93,6 +98,7 @@ def describe(strategy: tf.distribute.Strategy) -> str:
     return f"{name}, {strategy.num_replicas_in_sync} replica(s)"
 
 
+@export("keras_vit.training.num_workers")
 def num_workers(tf_config: str | None = None) -> int:
     """Workers (chief included) named by `TF_CONFIG`; 1 when it is unset.
 
@@ -106,6 +112,7 @@ def num_workers(tf_config: str | None = None) -> int:
     return max(1, len(cluster.get("chief", [])) + len(cluster.get("worker", [])))
 
 
+@export("keras_vit.training.is_chief")
 def is_chief(strategy: tf.distribute.Strategy | None = None) -> bool:
     """Whether this process writes logs, checkpoints and exports.
 
@@ -131,6 +138,7 @@ def is_chief(strategy: tf.distribute.Strategy | None = None) -> bool:
     return task_type == "worker" and task_id == 0 and "chief" not in cluster
 
 
+@export("keras_vit.training.task_name")
 def task_name(strategy: tf.distribute.Strategy | None = None) -> str:
     """`"chief"` for the chief, else e.g. `"worker_1"` (for per-task paths)."""
     if is_chief(strategy):

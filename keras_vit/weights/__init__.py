@@ -35,48 +35,6 @@ model = keras_vit.ViT_B16(num_classes=10, image_size=384, weights="augreg_in21k"
 ```
 """
 
-from keras_vit.weights.architecture import Architecture
-from keras_vit.weights.architecture import describe
-from keras_vit.weights.checkpoint import Checkpoint
-from keras_vit.weights.checkpoint import from_keras_file
-from keras_vit.weights.checkpoint import from_model
-from keras_vit.weights.checkpoint import read_checkpoint
-from keras_vit.weights.checkpoint import to_original_layout
-from keras_vit.weights.errors import CheckpointError
-from keras_vit.weights.errors import VariantMismatchError
-from keras_vit.weights.errors import WeightsNotFoundError
-from keras_vit.weights.formats.npz import read_npz
-from keras_vit.weights.formats.safetensors import read_safetensors
-from keras_vit.weights.formats.safetensors import write_safetensors
-from keras_vit.weights.hub import HubOptions
-from keras_vit.weights.loader import load_weights
-from keras_vit.weights.registry import PRETRAINED_WEIGHTS
-from keras_vit.weights.registry import PretrainedWeights
-from keras_vit.weights.registry import cache_directory
-from keras_vit.weights.registry import list_weights
-from keras_vit.weights.sources import Source
-from keras_vit.weights.sources import resolve
+import lazy_loader
 
-__all__ = [
-    "Architecture",
-    "Checkpoint",
-    "CheckpointError",
-    "HubOptions",
-    "PRETRAINED_WEIGHTS",
-    "PretrainedWeights",
-    "Source",
-    "VariantMismatchError",
-    "WeightsNotFoundError",
-    "cache_directory",
-    "describe",
-    "from_keras_file",
-    "from_model",
-    "list_weights",
-    "load_weights",
-    "read_checkpoint",
-    "read_npz",
-    "read_safetensors",
-    "resolve",
-    "to_original_layout",
-    "write_safetensors",
-]
+__getattr__, __dir__, __all__ = lazy_loader.attach_stub(__name__, __file__)

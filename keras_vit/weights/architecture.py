@@ -15,6 +15,7 @@ import dataclasses
 import re
 from collections.abc import Mapping
 
+from keras_vit._export import export
 from keras_vit.models.variants import BACKBONES
 from keras_vit.models.variants import VARIANTS
 from keras_vit.weights import keys
@@ -28,6 +29,7 @@ _BLOCK_PREFIX = re.compile(f"^{_BLOCK}/")
 _UNIT_PREFIX = re.compile(f"^{keys.template_pattern(keys.UNIT)}/")
 
 
+@export("keras_vit.weights.Architecture")
 @dataclasses.dataclass(frozen=True)
 class Architecture:
     """What a set of checkpoint shapes says about the model that made it.
@@ -88,10 +90,12 @@ class Architecture:
 
     @property
     def variant(self) -> str | None:
-        """The `keras_vit.ViT` variant string (`"R50+B/16"`), if it has one."""
+        """The `keras_vit.ViT` variant string (`"R50+B/16"`, or a size the
+        table does not list spelled out, `"1280x32x5120x20/16"`), if the
+        shapes determine one."""
         name = self.name
         if not name.startswith(("ViT-", "R")) or "(" in name:
-            return None
+            return self.spelled() if self.backbone is None else None
         return name.replace("ViT-", "")
 
     def spelled(self, heads: str | None = None) -> str | None:
@@ -106,8 +110,9 @@ class Architecture:
             The spelling, or `None` for a hybrid, a non-square patch or an
             unknown figure.
         """
-        if self.backbone is not None or self.variant is not None:
-            return self.variant
+        if self.backbone is not None or self._size() is not None:
+            name = self.name
+            return None if "(" in name else name.replace("ViT-", "")
         sizes = (self.hidden_dim, self.depth, self.mlp_dim, self.patch_size)
         if None in sizes or not self.depth or sizes[3][0] != sizes[3][1]:
             return None
@@ -172,6 +177,7 @@ class Architecture:
 _FIELDS = ("hidden_dim", "depth", "num_heads", "mlp_dim", "patch_size")
 
 
+@export("keras_vit.weights.describe")
 def describe(
     shapes: Mapping[str, tuple[int, ...]], *, heads_recorded: bool = True
 ) -> Architecture:
@@ -231,7 +237,9 @@ def describe(
              (f"{_ATTENTION}/{keys.OUT}/kernel", 0, 3)]
         ) if heads_recorded else None,
         mlp_dim=first(
-            [(f"{_MLP_1}/kernel", -1), (f"{_MLP_1}/bias", 0), (f"{_MLP_2}/kernel", 0)]
+            # The output layer's input: the hidden width of a GELU MLP and of a
+            # packed SwiGLU alike (whose first layer is twice as wide).
+            [(f"{_MLP_2}/kernel", 0), (f"{_MLP_1}/kernel", -1), (f"{_MLP_1}/bias", 0)]
         ),
         patch_size=patch,
         backbone=backbone,
@@ -268,11 +276,17 @@ class EncoderKeys:
         distillation: It has DeiT's distillation token (`dist`).
         num_registers: Its register tokens (`reg`), 0 for none.
         qk_norm: Its attention layers normalise queries and keys.
-        qkv_bias: Its query/key/value projections have biases.
+        qkv_bias: Its query/key/value projections have biases: `True`,
+            `False`, or `"qv"` for the queries and values only (EVA).
         layer_scale: Its blocks have LayerScale (the values are loaded, so
             the init value is not recorded).
         fc_norm: It normalises the pooled representation (timm's `fc_norm`)
             instead of the token sequence.
+        pre_norm: It normalises the tokens before the blocks (PE).
+        attention_norm: Its attention normalises the merged heads.
+        mlp_norm: Its MLP normalises its hidden units.
+        mixed_rope: It has learned (mixed) rotary frequencies.
+        encoder_norm: It normalises the token sequence after the blocks.
         map_pooling: It pools with an attention head (`pooling="map"`).
         position_rows: Rows of its position table, or `None` for none.
         representation_size: Width of its `pre_logits` layer, or `None`.
@@ -283,13 +297,18 @@ class EncoderKeys:
     distillation: bool
     num_registers: int
     qk_norm: bool
-    qkv_bias: bool
+    qkv_bias: bool | str
     layer_scale: bool
     fc_norm: bool
     map_pooling: bool
     position_rows: int | None
     representation_size: int | None
     num_classes: int | None
+    pre_norm: bool = False
+    attention_norm: bool = False
+    mlp_norm: bool = False
+    mixed_rope: bool = False
+    encoder_norm: bool = True
 
     @property
     def num_prefix_tokens(self) -> int:
@@ -322,11 +341,25 @@ def encoder_keys(shapes: Mapping[str, tuple[int, ...]]) -> EncoderKeys:
         distillation=keys.DIST_KEY in shapes,
         num_registers=int(registers[-2]) if registers and len(registers) >= 2 else 0,
         qk_norm=any_key(keys.QUERY_NORM + "/scale"),
-        qkv_bias=any(any_key(t) for t in keys.QKV_BIASES),
+        qkv_bias=_qkv_bias(any_key),
         layer_scale=any_key(keys.LAYER_SCALE_1),
         fc_norm=keys.FC_NORM + "/scale" in shapes,
         map_pooling=keys.MAP_PROBE_KEY in shapes,
         position_rows=int(posemb[-2]) if posemb and len(posemb) >= 2 else None,
         representation_size=width(keys.PRE_LOGITS_KEYS[0]),
         num_classes=width(keys.HEAD_KEYS[0]),
+        pre_norm=keys.PRE_NORM + "/scale" in shapes,
+        attention_norm=any_key(keys.ATTENTION_NORM + "/scale"),
+        mlp_norm=any_key(keys.MLP_NORM + "/scale"),
+        mixed_rope=any_key(keys.ROPE_FREQS),
+        encoder_norm=keys.ENCODER_NORM + "/scale" in shapes,
     )
+
+
+def _qkv_bias(any_key) -> bool | str:
+    """`True` for query, key and value biases, `"qv"` for the query's and
+    value's only (EVA), `False` for none."""
+    query, key, value = (any_key(t) for t in keys.QKV_BIASES)
+    if query and value and not key:
+        return "qv"
+    return query or key or value

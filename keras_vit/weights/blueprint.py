@@ -23,25 +23,19 @@ import math
 import re
 from collections.abc import Mapping
 
-from keras_vit.models.options import FAMILIES
+from keras_vit.models import zoo
 from keras_vit.models.options import EncoderOptions
+from keras_vit.models.options import RotaryOptions
 from keras_vit.models.variants import VARIANTS
 from keras_vit.models.variants import ModelSpec
 from keras_vit.models.variants import custom_spec
 from keras_vit.models.variants import parse_variant
 from keras_vit.weights import architecture
 from keras_vit.weights import keys
+from keras_vit.weights.dialects.timm_args import is_eva
+from keras_vit.weights.dialects.timm_args import options_from_eva_args
 from keras_vit.weights.errors import CheckpointError
 
-# timm's size words -> attention heads (its `vit_*`, `deit3_*` model
-# functions); the head count is the one figure a fused qkv does not record.
-TIMM_HEADS = {
-    "tiny": 3, "small": 6, "medium": 8, "base": 12, "large": 16, "huge": 16,
-    "giant": 24, "gigantic": 16, "so150m": 16, "so400m": 16,
-}  # fmt: skip
-_TIMM_SIZE = re.compile(
-    r"_(tiny|small|medium|base|large|huge|giant|gigantic|so150m|so400m)_"
-)
 # timm's `global_pool` -> keras_vit's pooling.
 TIMM_POOLING = {"token": "token", "avg": "gap", "map": "map", "avgmax": None}
 _GELU_TANH = ("gelu_pytorch_tanh", "gelu_new", "gelu_fast", "gelu_tanh")
@@ -91,9 +85,13 @@ def num_heads_of(kind: str, config: Mapping, hidden_dim: int | None) -> int | No
         args = config.get("model_args") or {}
         if "num_heads" in args:
             return int(args["num_heads"])
-        match = _TIMM_SIZE.search(f"_{config.get('architecture', '')}_")
-        if match:
-            return TIMM_HEADS[match.group(1)]
+        # timm's size words (the families' `TimmNames.size_words`): the head
+        # count is the one figure a fused qkv does not record.
+        words = zoo.timm_heads()
+        name = f"_{config.get('architecture', '')}_"
+        for word in sorted(words, key=len, reverse=True):  # "huge_plus" first
+            if f"_{word}_" in name:
+                return words[word]
     if hidden_dim:  # the ViT convention of 64-wide heads
         return max(1, hidden_dim // 64)
     return None
@@ -134,6 +132,7 @@ def blueprint(
     mlp_dim = mlp_out[0] if mlp_out else arch.mlp_dim
     spec = _spec(arch, mlp_dim, num_heads)
     hints = _hints(kind, config)
+    family = hints.get("family_options") or EncoderOptions()
     image_size = hints.get("image_size")
     if image_size is None:
         image_size = _square_size(tokens, spec)
@@ -153,18 +152,33 @@ def blueprint(
         pooling = "map"
     elif pooling is None or pooling == "map":
         pooling = "token" if tokens.class_token else "gap"
+    layer_scale = None
+    if tokens.layer_scale:  # the family's init value, else timm's usual 1e-5
+        layer_scale = family.layer_scale_init or 1e-5
+    rope = family.rope
+    if tokens.mixed_rope and (rope is None or rope.kind != "mixed"):
+        rope = dataclasses.replace(rope or _MIXED, kind="mixed", reference_grid=None)
+    elif not tokens.mixed_rope and rope is not None and rope.kind == "mixed":
+        rope = None  # the family's mixed frequencies are not in the file
     options = dataclasses.replace(
-        hints.get("family_options") or EncoderOptions(),
+        family,
         class_token=tokens.class_token,
         distillation=tokens.distillation,
         num_registers=tokens.num_registers,
-        no_embed_class=no_embed_class,
+        no_embed_class=no_embed_class and rows is not None,
         qk_norm=tokens.qk_norm,
         qkv_bias=tokens.qkv_bias,
-        layer_scale_init=1e-5 if tokens.layer_scale else None,
+        layer_scale_init=layer_scale,
         mlp="swiglu" if swiglu else "gelu",
         pooling=pooling,
         fc_norm=tokens.fc_norm,
+        encoder_norm=tokens.encoder_norm or tokens.fc_norm,
+        position_embedding=rows is not None,
+        rope=rope,
+        pre_norm=tokens.pre_norm,
+        attention_norm=tokens.attention_norm,
+        mlp_norm=tokens.mlp_norm,
+        **_map_options(family, pooling),
         **({"gelu_approximate": True} if hints.get("gelu_tanh") else {}),
     )
     return Blueprint(
@@ -198,10 +212,32 @@ def _spec(arch, mlp_dim: int, num_heads: int) -> ModelSpec:
     )  # fmt: skip
 
 
+def config_options(kind: str, config: Mapping) -> EncoderOptions | None:
+    """The encoder options a source's config states or implies (its own
+    record, or its timm architecture's family and `model_args`), before its
+    keys are read; `None` when it says nothing."""
+    return _hints(kind, config).get("family_options")
+
+
+def _map_options(family: EncoderOptions, pooling) -> dict:
+    """The attention pool's own options, the family's where it pools so."""
+    if pooling != "map":
+        return {"map_heads": None, "map_mlp_dim": None, "pool_include_prefix": False}
+    return {}
+
+
+# timm's mixed rotary embeddings (RoPE-ViT), for a file that has their
+# learned frequencies but no family to say the rest.
+_MIXED = RotaryOptions("mixed", temperature=10.0, grid_indexing="xy")
+
+
 def _square_size(tokens, spec: ModelSpec) -> tuple[int, int]:
     rows = tokens.position_rows
     if rows is None:
-        raise CheckpointError("The checkpoint has no position embedding.")
+        raise CheckpointError(
+            "The checkpoint has no position table and its config names no "
+            "image size; pass image_size."
+        )
     embedded = int(tokens.class_token) + int(tokens.distillation)
     for cells in (rows, rows - embedded):
         side = math.isqrt(max(cells, 0))
@@ -215,6 +251,11 @@ def _square_size(tokens, spec: ModelSpec) -> tuple[int, int]:
 def _hints(kind: str, config: Mapping) -> dict:
     """What a config says that the keys do not: resolution, pooling, GELU."""
     hints: dict = {}
+    if kind == "keras_vit":  # a folder save_pretrained wrote: its own record
+        ours = config["keras_vit"]
+        hints["image_size"] = tuple(int(s) for s in ours["image_size"])
+        hints["family_options"] = EncoderOptions(**ours["options"])
+        return hints
     if kind == "timm":
         args = config.get("model_args") or {}
         cfg = config.get("pretrained_cfg") or config
@@ -226,10 +267,11 @@ def _hints(kind: str, config: Mapping) -> dict:
         pool = config.get("global_pool", args.get("global_pool"))
         if pool is not None:
             hints["pooling"] = TIMM_POOLING.get(pool, pool or None)
-        arch = str(config.get("architecture", ""))
-        family = next((f for f in ("deit3", "dinov2", "siglip") if f in arch), None)
+        family = zoo.options_for_timm(str(config.get("architecture", "")))
+        if is_eva(args):  # what Eva's keys do not say: rotary settings, pool
+            family = options_from_eva_args(args, family or EncoderOptions())
         if family is not None:
-            hints["family_options"] = FAMILIES[family].options
+            hints["family_options"] = family
         act = str(args.get("act_layer", ""))
         hints["gelu_tanh"] = "tanh" in act
     elif kind == "transformers":

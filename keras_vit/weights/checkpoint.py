@@ -21,6 +21,10 @@ came from:
   (`dialects.ours`);
 - a dict of arrays in the original layout.
 
+Files are read within one `limits.ReadBudget` per load: the files' sizes
+plus the model's parameter bytes (`keras_vit.weights.formats.limits`), so
+that no claim in a file allocates more before it is checked.
+
 Example:
 
 ```python
@@ -37,15 +41,16 @@ from collections.abc import Mapping
 import keras
 import numpy as np
 
+from keras_vit._export import export
 from keras_vit.models import layout as names
+from keras_vit.models import zoo
 from keras_vit.models.layout import ViTLayout
-from keras_vit.models.options import FAMILIES
-from keras_vit.models.options import FAMILY_MODELS
 from keras_vit.models.options import option_names
 from keras_vit.models.preprocessing import Preprocessing
 from keras_vit.models.variants import parse_variant
 from keras_vit.weights import architecture
 from keras_vit.weights import checks
+from keras_vit.weights import keys
 from keras_vit.weights import registry
 from keras_vit.weights import sources
 from keras_vit.weights.dialects import big_vision
@@ -58,6 +63,7 @@ from keras_vit.weights.errors import CheckpointError
 from keras_vit.weights.formats import FORMATS
 from keras_vit.weights.formats import format_of
 from keras_vit.weights.formats import keras_h5
+from keras_vit.weights.formats import limits
 from keras_vit.weights.formats.npz import normalize
 
 KERAS_SUFFIXES = keras_h5.SUFFIXES
@@ -66,6 +72,7 @@ KERAS_SUFFIXES = keras_h5.SUFFIXES
 DIALECTS = (timm.DIALECT, huggingface.DIALECT, big_vision.DIALECT)
 
 
+@export("keras_vit.weights.Checkpoint")
 @dataclasses.dataclass
 class Checkpoint:
     """Weights in the original `.npz` layout, whatever their source.
@@ -95,6 +102,7 @@ class Checkpoint:
     class_names: tuple[str, ...] | None = None
 
 
+@export("keras_vit.weights.read_checkpoint")
 def read_checkpoint(
     weights,
     model: keras.Model,
@@ -118,6 +126,9 @@ def read_checkpoint(
 
     Returns:
         A `Checkpoint`.
+
+    Every file is read within `limits.ReadBudget.for_model(model)`: the
+    files' sizes plus the model's parameter bytes.
     """
     if isinstance(weights, Checkpoint):
         return weights
@@ -125,14 +136,15 @@ def read_checkpoint(
         return from_model(weights)
     if isinstance(weights, Mapping):
         return Checkpoint(normalize(dict(weights)), source="a dict of arrays")
+    budget = limits.ReadBudget.for_model(model)
     if isinstance(weights, sources.Source):  # a name resolved by the caller
-        return _from_resolved(weights, model, layout)
+        return _from_resolved(weights, model, layout, budget)
     path = os.fspath(weights)
     if registry.is_tag(path) and not os.path.exists(path):
-        return _from_tag(path, model, layout, cache_dir, tag_variant)
+        return _from_tag(path, model, layout, cache_dir, tag_variant, budget)
     if sources.is_name(path):
         source = sources.resolve(path, variant=tag_variant, cache_dir=cache_dir)
-        return _from_resolved(source, model, layout)
+        return _from_resolved(source, model, layout, budget)
     if not os.path.exists(path):
         if os.sep in path or path.endswith(_file_suffixes()):
             raise FileNotFoundError(f"No checkpoint file at {path!r}.")
@@ -141,7 +153,7 @@ def read_checkpoint(
         raise CheckpointError(_directory_message(path))
     if path.endswith(KERAS_SUFFIXES):
         return from_keras_file(path, model)
-    params, heads_recorded = _read_file(path, layout)
+    params, heads_recorded = _read_file(path, layout, budget)
     return Checkpoint(params, source=path, heads_recorded=heads_recorded)
 
 
@@ -172,7 +184,7 @@ def _directory_message(path: str) -> str:
     )
 
 
-def _read_file(path: str, layout: dict) -> tuple[dict, bool]:
+def _read_file(path: str, layout: dict, budget: limits.ReadBudget) -> tuple[dict, bool]:
     """A checkpoint file in the original layout: its format, then its dialect.
 
     Returns:
@@ -180,7 +192,7 @@ def _read_file(path: str, layout: dict) -> tuple[dict, bool]:
         shapes tell its number of attention heads (see `Dialect`).
     """
     fmt = format_of(path)
-    tensors = fmt.read(path)
+    tensors = fmt.read(path, budget=budget)
     checks.check_finite(tensors, path)  # named by the file's own keys
     dialect = dialect_of(tensors)
     if fmt.original_layout and dialect is None:
@@ -194,6 +206,7 @@ def dialect_of(keys) -> Dialect | None:
     return next((d for d in DIALECTS if d.recognizes(keys)), None)
 
 
+@export("keras_vit.weights.to_original_layout")
 def to_original_layout(
     tensors: dict[str, np.ndarray], num_heads: int | None, *, what: str = "safetensors"
 ) -> dict[str, np.ndarray]:
@@ -233,20 +246,30 @@ def to_original_layout(
     return normalize(params)
 
 
-def _heads(layout: dict) -> int | None:
-    return next(
-        (t.shape[1] for k, t in layout.items() if k.endswith("/query/kernel")), None
-    )
+def _heads(layout: dict) -> int | dict | None:
+    """The heads to split a checkpoint's projections by, read off the
+    layout a model expects: one number, or, when its attention pool has
+    other heads than its blocks, `{pool layer: heads, None: the blocks'}`."""
+    heads = {
+        k[: -len("/query/kernel")]: int(t.shape[1])
+        for k, t in layout.items()
+        if k.endswith("/query/kernel")
+    }
+    pool = heads.pop(keys.MAP_ATTENTION, None)
+    blocks = next(iter(heads.values()), None)
+    if pool is None or pool == blocks:
+        return blocks if blocks is not None else pool
+    return {None: blocks, keys.MAP_ATTENTION: pool}
 
 
-def _from_tag(tag: str, model, layout: dict, cache_dir, variant=None) -> Checkpoint:
+def _from_tag(tag: str, model, layout: dict, cache_dir, variant, budget) -> Checkpoint:
     if variant is None:
         variant = architecture.describe({k: t.shape for k, t in layout.items()}).variant
     entry = registry.find(tag, variant)
     _check_family(entry, model)  # before any download
     stride = parse_variant(entry.variant).total_stride
     file = registry.fetch(entry, cache_dir)
-    params, heads_recorded = _read_file(file, layout)
+    params, heads_recorded = _read_file(file, layout, budget)
     return Checkpoint(
         params,
         grid_size=(entry.image_size // stride,) * 2,  # the files' grids are square
@@ -257,13 +280,18 @@ def _from_tag(tag: str, model, layout: dict, cache_dir, variant=None) -> Checkpo
     )
 
 
-def _from_resolved(source: sources.Source, model, layout: dict) -> Checkpoint:
+def _from_resolved(source: sources.Source, model, layout: dict, budget) -> Checkpoint:
     if source.entry is not None:
         _check_family(source.entry, model)
-    return from_source(source, _heads(layout))
+    return from_source(source, _heads(layout), budget=budget)
 
 
-def from_source(source: sources.Source, num_heads: int | None) -> Checkpoint:
+def from_source(
+    source: sources.Source,
+    num_heads: int | None,
+    *,
+    budget: limits.ReadBudget | None = None,
+) -> Checkpoint:
     """The weights of a checkpoint found by name (`sources.resolve`).
 
     Every shard of a sharded checkpoint is read, then translated as one
@@ -273,6 +301,8 @@ def from_source(source: sources.Source, num_heads: int | None) -> Checkpoint:
     Args:
         source: A resolved `sources.Source`.
         num_heads: The attention heads the fused projections are split by.
+        budget: What reading its files may allocate, shared by every shard
+            (`limits.ReadBudget`). Defaults to the cap without a model.
     """
     notes = [f"Loaded {source.name!r} from {source.location}."]
     if source.kind == "keras_hub":
@@ -281,9 +311,10 @@ def from_source(source: sources.Source, num_heads: int | None) -> Checkpoint:
             f"load it with keras_vit.from_pretrained({source.name!r})."
         )
     tensors, original = {}, True
+    budget = limits.ReadBudget.default() if budget is None else budget
     for file in source.files:
         fmt = format_of(file)
-        part = fmt.read(file)
+        part = fmt.read(file, budget=budget)
         checks.check_finite(part, file)
         tensors.update(part)
         original = original and fmt.original_layout
@@ -317,10 +348,15 @@ _FREE_OPTIONS = (
 
 
 def _check_family(entry: registry.PretrainedWeights, model: keras.Model) -> None:
-    """Refuses, in one line, a family's tag for a model of other options."""
+    """Refuses, in one line, a family's tag for a model of other options (the
+    paper's checkpoints initialise any encoder the strict check lets them)."""
     if entry.family is None or not ViTLayout.describes(model):
         return
-    want, have = FAMILIES[entry.family].options, ViTLayout.of(model).encoder_options
+    family = zoo.named(entry.family)
+    if family.paper:
+        return
+    want = entry.options or family.options  # the checkpoint's own, exactly
+    have = ViTLayout.of(model).encoder_options
     differ = [
         f
         for f in option_names()
@@ -329,21 +365,26 @@ def _check_family(entry: registry.PretrainedWeights, model: keras.Model) -> None
     if (want.layer_scale_init is None) != (have.layer_scale_init is None):
         differ.append("layer_scale_init")
     if differ:
-        builder = next(
-            (
-                name
-                for name, row in FAMILY_MODELS.items()
-                if row == (entry.variant, entry.family)
-            ),
-            f"family_model({entry.variant!r}, {entry.family!r})",
-        )
         raise CheckpointError(
-            f"{entry.tag!r} is a {FAMILIES[entry.family].title} checkpoint: this tag "
-            f"needs keras_vit.models.{builder} (the model differs in "
-            f"{', '.join(differ)})."
+            f"{entry.tag!r} is a {family.title} checkpoint: this tag "
+            f"needs {_builder(family, entry, want, differ)} (the model differs "
+            f"in {', '.join(differ)})."
         )
 
 
+def _builder(family, entry, want, differ) -> str:
+    """The call that builds the model a family's checkpoint needs: its named
+    constructor, else `family_model` with the options that differ."""
+    for name, model in family.models.items():
+        if model.variant == entry.variant and family.options_for_model(name) == want:
+            return f"keras_vit.models.{name}"
+    changed = ", ".join(f"{f}={getattr(want, f)!r}" for f in differ)
+    return (
+        f"keras_vit.models.family_model({entry.variant!r}, {entry.family!r}, {changed})"
+    )
+
+
+@export("keras_vit.weights.from_model")
 def from_model(model: keras.Model) -> Checkpoint:
     """The weights of a keras_vit model in memory, as a `Checkpoint`.
 
@@ -391,6 +432,7 @@ def _nested_models(model: keras.Model):
             yield from _nested_models(layer)
 
 
+@export("keras_vit.weights.from_keras_file")
 def from_keras_file(path: str, model: keras.Model) -> Checkpoint:
     """A `.keras` archive or `.weights.h5` file, read by layer name.
 
@@ -415,22 +457,32 @@ def from_keras_file(path: str, model: keras.Model) -> Checkpoint:
     values, grid = keras_h5.read_keras_file(path, model)
     checks.check_finite(values, path)  # named by the model's variable paths
     checkpoint = _checkpoint_from_paths(values, grid, path)
-    checkpoint.preprocessing, checkpoint.class_names = _saved_contract(path)
+    checkpoint.preprocessing, checkpoint.class_names = _saved_contract(path, model)
     return checkpoint
 
 
-def _saved_contract(path: str):
+def _saved_contract(path: str, model: keras.Model):
     """`(preprocessing, class_names)` a keras_vit `.keras` file records, or
-    `(None, None)` (a `.weights.h5` file, or a model saved without them)."""
-    import json
+    `(None, None)` (a `.weights.h5` file, or a model saved without them).
+
+    The `config.json` record is read within the model's budget (its
+    declared size checked before it is inflated): a record past the
+    budget, or JSON too deep to parse, is refused in one line.
+    """
     import zipfile
 
     if not path.endswith(".keras"):
         return None, None
+    budget = limits.budget_for(limits.ReadBudget.for_model(model), path)
     try:
         with zipfile.ZipFile(path) as archive:
-            config = json.loads(archive.read("config.json")).get("config") or {}
-    except (OSError, KeyError, ValueError, zipfile.BadZipFile):
+            info = archive.getinfo("config.json")
+            data = limits.read_member(archive, info, path, budget)
+    except (OSError, KeyError, zipfile.BadZipFile):
+        return None, None
+    config = limits.parse_json(bytes(data), path, "config.json", constants=True)
+    config = config.get("config") if isinstance(config, dict) else None
+    if not isinstance(config, dict):
         return None, None
     prep, names = config.get("preprocessing"), config.get("class_names")
     prep = Preprocessing.from_config(prep) if isinstance(prep, dict) else None

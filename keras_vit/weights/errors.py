@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from keras_vit._export import export
 
+
+@export("keras_vit.weights.CheckpointError")
 class CheckpointError(ValueError):
     """A checkpoint that does not fit the model, or cannot be read.
 
@@ -24,6 +27,7 @@ class CheckpointError(ValueError):
         self.mismatched = dict(mismatched or {})
 
 
+@export("keras_vit.weights.VariantMismatchError")
 class VariantMismatchError(CheckpointError):
     """The checkpoint is another architecture (e.g. a B/16 file, L/16 model).
 
@@ -31,6 +35,7 @@ class VariantMismatchError(CheckpointError):
     """
 
 
+@export("keras_vit.weights.WeightsNotFoundError")
 class WeightsNotFoundError(FileNotFoundError):
     """A known pretrained tag whose file is not cached and cannot be fetched.
 

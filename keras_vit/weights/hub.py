@@ -24,6 +24,7 @@ import dataclasses
 import json
 import os
 
+from keras_vit._export import export
 from keras_vit.weights.errors import WeightsNotFoundError
 
 # A sharded checkpoint's index (transformers' and timm's name).
@@ -31,6 +32,7 @@ SAFETENSORS = "model.safetensors"
 SAFETENSORS_INDEX = "model.safetensors.index.json"
 
 
+@export("keras_vit.weights.HubOptions")
 @dataclasses.dataclass(frozen=True)
 class HubOptions:
     """How files are fetched from the Hub: `hf_hub_download`'s own options.

@@ -43,12 +43,20 @@ NORM_1 = BLOCK + "/LayerNorm_0"
 ATTENTION = BLOCK + "/MultiHeadDotProductAttention_1"
 QUERY_NORM = ATTENTION + "/query_norm"
 KEY_NORM = ATTENTION + "/key_norm"
+# The attention's norm over the merged heads (EVA-02-CLIP), and the learned
+# rotary frequencies of a mixed RoPE `(2, heads, D / heads / 2)`.
+ATTENTION_NORM = ATTENTION + "/norm"
+ROPE_FREQS = ATTENTION + "/rope_freqs"
 LAYER_SCALE_1 = BLOCK + "/LayerScale_0/scale"
 LAYER_SCALE_2 = BLOCK + "/LayerScale_1/scale"
 NORM_2 = BLOCK + "/LayerNorm_2"
 MLP = BLOCK + "/MlpBlock_3"
 MLP_1 = MLP + "/Dense_0"
 MLP_2 = MLP + "/Dense_1"
+# The MLP's norm over its hidden units (EVA-02's `scale_mlp`).
+MLP_NORM = MLP + "/norm"
+# The norm before the blocks (Perception Encoder's `norm_pre`).
+PRE_NORM = "Transformer/pre_norm"
 
 # An attention layer's projections (per head: `query/kernel` is
 # `(D, heads, D / heads)`, `out/kernel` is `(heads, D / heads, D)`).
@@ -99,6 +107,8 @@ def projections(layer: str, names: tuple[str, ...], leaf: str) -> tuple[str, ...
 # the pool's query/key/value (Hugging Face's `in_proj`).
 QKV_KERNELS = projections(ATTENTION, QKV, "kernel")
 QKV_BIASES = projections(ATTENTION, QKV, "bias")
+# EVA's attention biases the queries and values only.
+QV_BIASES = projections(ATTENTION, ("query", "value"), "bias")
 KV_KERNELS = projections(MAP_ATTENTION, KV, "kernel")
 KV_BIASES = projections(MAP_ATTENTION, KV, "bias")
 MAP_QKV_KERNELS = projections(MAP_ATTENTION, QKV, "kernel")

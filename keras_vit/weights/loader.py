@@ -8,8 +8,9 @@ from collections.abc import Mapping
 import keras
 import numpy as np
 
+from keras_vit._export import export
+from keras_vit.models import architectures
 from keras_vit.models import layout as names_
-from keras_vit.models import model_family
 from keras_vit.models.preprocessing import Preprocessing
 from keras_vit.models.preprocessing import preprocessing_of
 from keras_vit.models.preprocessing_layer import preprocessing_layer
@@ -20,6 +21,7 @@ from keras_vit.weights.checkpoint import read_checkpoint
 from keras_vit.weights.dialects.ours import checkpoint_layout
 
 
+@export("keras_vit.load_weights", "keras_vit.weights.load_weights")
 def load_weights(
     model: keras.Model,
     weights: str | os.PathLike | keras.Model | Checkpoint | Mapping[str, np.ndarray],
@@ -45,8 +47,8 @@ def load_weights(
     classifier, an encoder or a masked-patch pre-training model), or a dict
     of arrays in the original `.npz` layout. Every source is read into one
     `keras_vit.weights.Checkpoint` and loaded by the same rules. A
-    model of another registered family with its own loader
-    (`keras_vit.models.model_family`) is handed to it: Park & Kim's
+    model of another registered architecture with its own loader
+    (`keras_vit.models.architectures`) is handed to it: Park & Kim's
     post-activation `keras_vit.parkkim.cnn.ResNet` takes the state dict of
     their PyTorch ResNet (`keras_vit.parkkim.torch_resnet`).
 
@@ -120,11 +122,11 @@ def load_weights(
     keras_vit.weights.load_weights(model, "augreg_in21k")
     ```
     """
-    family = _other_family(model)
-    if family is not None:  # E.g. Park & Kim's CNNs (keras_vit.parkkim).
-        _check_other_family_options(
+    other = _other_architecture(model)
+    if other is not None:  # E.g. Park & Kim's CNNs (keras_vit.parkkim).
+        _check_other_architecture_options(
             model,
-            family,
+            other,
             resample_method=(resample_method, "bilinear"),
             align_corners=(align_corners, None),
             keep_pre_logits=(keep_pre_logits, None),
@@ -132,7 +134,7 @@ def load_weights(
             resample_patch=(resample_patch, False),
             tag_variant=(tag_variant, None),
         )
-        return family.load_weights(model, weights, progress)
+        return other.load_weights(model, weights, progress)
     checks.patch_resize_method(resample_patch)  # before any file is read
     layout, unmapped = checkpoint_layout(model)
     checkpoint = read_checkpoint(
@@ -190,22 +192,27 @@ def adopt_preprocessing(model: keras.Model, preprocessing: Preprocessing) -> lis
     return [f"Inputs are now prepared as the weights were: {preprocessing.describe()}."]
 
 
-def _other_family(model):
-    """The registered family of `model` when it loads weights its own way
-    (`ModelFamily.load_weights`), else `None` (a ViT: the path below)."""
+def _other_architecture(model):
+    """The registered architecture of `model` when it loads weights its own
+    way (`ModelArchitecture.load_weights`), else `None` (a ViT: the path
+    below)."""
     return next(
-        (f for f in model_family.families() if f.load_weights and f.describes(model)),
+        (
+            a
+            for a in architectures.architectures()
+            if a.load_weights and a.describes(model)
+        ),
         None,
     )
 
 
-def _check_other_family_options(model, family, **given) -> None:
+def _check_other_architecture_options(model, architecture, **given) -> None:
     """Refuses the ViT-only options of `load_weights` for a model of another
-    family, in one line."""
+    architecture, in one line."""
     used = sorted(k for k, (value, default) in given.items() if value != default)
     if used:
         raise TypeError(
             f"load_weights: {', '.join(used)} only apply to a ViT; "
-            f"{model.name!r} is a {family.title}, which loads its checkpoint "
+            f"{model.name!r} is a {architecture.title}, which loads its checkpoint "
             "as it is."
         )

@@ -36,6 +36,7 @@ import os
 import re
 from collections.abc import Mapping
 
+from keras_vit._export import export
 from keras_vit.models.preprocessing import Preprocessing
 from keras_vit.weights import hub
 from keras_vit.weights import registry
@@ -58,6 +59,7 @@ _FILE_SUFFIXES = (
 KINDS = ("tag", "keras_vit", "timm", "transformers", "keras_hub")
 
 
+@export("keras_vit.weights.Source")
 @dataclasses.dataclass(frozen=True)
 class Source:
     """A checkpoint found by name.
@@ -100,6 +102,7 @@ def is_name(weights) -> bool:
     return registry.find_name(weights) is not None or bool(TIMM_NAME.match(weights))
 
 
+@export("keras_vit.weights.resolve")
 def resolve(
     name: str,
     *,

@@ -21,38 +21,6 @@ same = cnn.ResNet("50", num_classes=100, image_size=32,
 ```
 """
 
-from keras_vit.parkkim.cnn.alternet import AlterNet
-from keras_vit.parkkim.cnn.alternet import AlterNet18
-from keras_vit.parkkim.cnn.alternet import AlterNet50
-from keras_vit.parkkim.cnn.builder import build_cnn
-from keras_vit.parkkim.cnn.layout import CNNLayout
-from keras_vit.parkkim.cnn.options import CNNOptions
-from keras_vit.parkkim.cnn.preact_resnet import PreActResNet
-from keras_vit.parkkim.cnn.preact_resnet import PreActResNet18
-from keras_vit.parkkim.cnn.preact_resnet import PreActResNet50
-from keras_vit.parkkim.cnn.resnet import ResNet
-from keras_vit.parkkim.cnn.resnet import ResNet18
-from keras_vit.parkkim.cnn.resnet import ResNet50
-from keras_vit.parkkim.cnn.variants import ALTERNETS
-from keras_vit.parkkim.cnn.variants import PREACT_RESNETS
-from keras_vit.parkkim.cnn.variants import RESNETS
-from keras_vit.parkkim.cnn.variants import CNNVariant
+import lazy_loader
 
-__all__ = [
-    "ALTERNETS",
-    "AlterNet",
-    "AlterNet18",
-    "AlterNet50",
-    "CNNLayout",
-    "CNNOptions",
-    "CNNVariant",
-    "PREACT_RESNETS",
-    "PreActResNet",
-    "PreActResNet18",
-    "PreActResNet50",
-    "RESNETS",
-    "ResNet",
-    "ResNet18",
-    "ResNet50",
-    "build_cnn",
-]
+__getattr__, __dir__, __all__ = lazy_loader.attach_stub(__name__, __file__)

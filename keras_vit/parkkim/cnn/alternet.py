@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import keras
 
+from keras_vit._export import export
 from keras_vit.models.options import builder_arguments
 from keras_vit.parkkim.cnn.builder import build_cnn
 from keras_vit.parkkim.cnn.options import CNNOptions
@@ -22,6 +23,9 @@ from keras_vit.parkkim.cnn.variants import default_name
 from keras_vit.parkkim.cnn.variants import get_variant
 
 
+@export(
+    "keras_vit.AlterNet", "keras_vit.parkkim.AlterNet", "keras_vit.parkkim.cnn.AlterNet"
+)
 def AlterNet(  # noqa: N802
     variant: str | CNNVariant = "50",
     *,
@@ -112,11 +116,21 @@ def AlterNet(  # noqa: N802
     )
 
 
+@export(
+    "keras_vit.AlterNet18",
+    "keras_vit.parkkim.AlterNet18",
+    "keras_vit.parkkim.cnn.AlterNet18",
+)
 def AlterNet18(**kwargs) -> keras.Model:  # noqa: N802
     """Builds AlterNet-18: `AlterNet("18", **kwargs)`."""
     return AlterNet("18", **kwargs)
 
 
+@export(
+    "keras_vit.AlterNet50",
+    "keras_vit.parkkim.AlterNet50",
+    "keras_vit.parkkim.cnn.AlterNet50",
+)
 def AlterNet50(**kwargs) -> keras.Model:  # noqa: N802
     """Builds AlterNet-50: `AlterNet("50", **kwargs)`."""
     return AlterNet("50", **kwargs)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import keras
 
+from keras_vit._export import export
 from keras_vit.models import layout as names
 from keras_vit.models.functional import OptimizerFirstModel
 from keras_vit.models.options import drop_path_rates
@@ -115,6 +116,7 @@ def build_stem(images, spec: CNNVariant, stem: str, *, post_activation=False):
     return x
 
 
+@export("keras_vit.parkkim.cnn.build_cnn")
 def build_cnn(
     spec: CNNVariant,
     options: CNNOptions,

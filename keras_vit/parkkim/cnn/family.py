@@ -1,4 +1,4 @@
-"""The CNNs as model families of the core's table (`keras_vit.models.model_family`).
+"""The CNNs as architectures of the core's table (`keras_vit.models.architectures`).
 
 `"resnet"`, `"preact_resnet"` and `"alternet"` share one layout
 (`CNNLayout`); a built model's kind is read off it: MSA blocks make an
@@ -10,9 +10,9 @@ weights through that loader, which refuses the others with their reason.
 Example:
 
 ```python
-from keras_vit.models import model_family
+from keras_vit.models import architectures
 
-model_family.named("alternet").title  # 'AlterNet'
+architectures.named("alternet").title  # 'AlterNet'
 ```
 """
 
@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import keras
 
-from keras_vit.models import model_family
+from keras_vit.models import architectures
 from keras_vit.parkkim import torch_resnet
 from keras_vit.parkkim.cnn.alternet import AlterNet
 from keras_vit.parkkim.cnn.layout import HEAD_RELU
@@ -44,9 +44,11 @@ def cnn_kind(model: keras.Model) -> str | None:
     return "preact_resnet" if layout.has(HEAD_RELU) else "resnet"
 
 
-def _family(name: str, title: str, constructor, rows) -> model_family.ModelFamily:
+def _architecture(
+    name: str, title: str, constructor, rows
+) -> architectures.ModelArchitecture:
     def build(config, num_classes: int) -> keras.Model:
-        # The recipe's stochastic depth is one setting for every family: the
+        # The recipe's stochastic depth is one setting for every model: the
         # run config's `encoder.drop_path_rate`.
         return constructor(
             config.variant,
@@ -59,7 +61,7 @@ def _family(name: str, title: str, constructor, rows) -> model_family.ModelFamil
     def check_variant(variant: str) -> bool | str:
         return variant in rows or f"must be a row of {name}: {', '.join(rows)}"
 
-    return model_family.ModelFamily(
+    return architectures.ModelArchitecture(
         name=name,
         title=title,
         layout=CNNLayout,
@@ -67,11 +69,16 @@ def _family(name: str, title: str, constructor, rows) -> model_family.ModelFamil
         check_variant=check_variant,
         recognizes=lambda model: cnn_kind(model) == name,
         load_weights=torch_resnet.load_torch_resnet,
+        has_attention=False,  # no attention in every block: no attention maps
+        example=rows[0] if isinstance(rows, tuple) else next(iter(rows)),
+        run_fields=frozenset({"encoder.drop_path_rate"}),  # what `build` reads
     )
 
 
-RESNET = model_family.register(_family("resnet", "ResNet", ResNet, RESNETS))
-PREACT_RESNET = model_family.register(
-    _family("preact_resnet", "PreActResNet", PreActResNet, PREACT_RESNETS)
+RESNET = architectures.register(_architecture("resnet", "ResNet", ResNet, RESNETS))
+PREACT_RESNET = architectures.register(
+    _architecture("preact_resnet", "PreActResNet", PreActResNet, PREACT_RESNETS)
 )
-ALTERNET = model_family.register(_family("alternet", "AlterNet", AlterNet, ALTERNETS))
+ALTERNET = architectures.register(
+    _architecture("alternet", "AlterNet", AlterNet, ALTERNETS)
+)

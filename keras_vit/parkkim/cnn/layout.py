@@ -31,6 +31,7 @@ import re
 
 import keras
 
+from keras_vit._export import export
 from keras_vit.models.layout import HEAD
 from keras_vit.models.layout import POOL
 from keras_vit.models.layout import LayoutError
@@ -62,6 +63,7 @@ def parse_block_name(name: str) -> tuple[int, int, str] | None:
     return int(match.group(1)), int(match.group(3)), kind
 
 
+@export("keras_vit.parkkim.CNNLayout", "keras_vit.parkkim.cnn.CNNLayout")
 @dataclasses.dataclass(frozen=True)
 class CNNLayout(ModelLayout):
     """What a built ResNet, PreActResNet or AlterNet is made of.

@@ -22,6 +22,7 @@ import dataclasses
 import difflib
 import numbers
 
+from keras_vit._export import export
 from keras_vit.models.options import choice_problem
 from keras_vit.models.options import rate_problem
 from keras_vit.parkkim.cnn.variants import STEMS
@@ -34,6 +35,7 @@ POOLINGS = ("avg", "max", None)
 MSA_OPTIONS = ("window_size", "dropout_rate")
 
 
+@export("keras_vit.parkkim.CNNOptions", "keras_vit.parkkim.cnn.CNNOptions")
 @dataclasses.dataclass(frozen=True)
 class CNNOptions:
     """The options of a ResNet, PreActResNet or AlterNet.

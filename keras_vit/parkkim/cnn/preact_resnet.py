@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import keras
 
+from keras_vit._export import export
 from keras_vit.models.options import builder_arguments
 from keras_vit.parkkim.cnn.builder import build_cnn
 from keras_vit.parkkim.cnn.options import CNNOptions
@@ -14,6 +15,11 @@ from keras_vit.parkkim.cnn.variants import default_name
 from keras_vit.parkkim.cnn.variants import get_variant
 
 
+@export(
+    "keras_vit.PreActResNet",
+    "keras_vit.parkkim.PreActResNet",
+    "keras_vit.parkkim.cnn.PreActResNet",
+)
 def PreActResNet(  # noqa: N802
     variant: str | CNNVariant = "50",
     *,
@@ -102,11 +108,21 @@ def PreActResNet(  # noqa: N802
     )
 
 
+@export(
+    "keras_vit.PreActResNet18",
+    "keras_vit.parkkim.PreActResNet18",
+    "keras_vit.parkkim.cnn.PreActResNet18",
+)
 def PreActResNet18(**kwargs) -> keras.Model:  # noqa: N802
     """Builds a pre-activation ResNet-18: `PreActResNet("18", **kwargs)`."""
     return PreActResNet("18", **kwargs)
 
 
+@export(
+    "keras_vit.PreActResNet50",
+    "keras_vit.parkkim.PreActResNet50",
+    "keras_vit.parkkim.cnn.PreActResNet50",
+)
 def PreActResNet50(**kwargs) -> keras.Model:  # noqa: N802
     """Builds a pre-activation ResNet-50: `PreActResNet("50", **kwargs)`."""
     return PreActResNet("50", **kwargs)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import keras
 
+from keras_vit._export import export
 from keras_vit.models import layout as names
 from keras_vit.models.options import builder_arguments
 from keras_vit.models.options import drop_path_rates
@@ -28,6 +29,7 @@ from keras_vit.parkkim.layers.conv_blocks import PostActBlock
 from keras_vit.utils import to_pair
 
 
+@export("keras_vit.parkkim.ResNet", "keras_vit.parkkim.cnn.ResNet")
 def ResNet(  # noqa: N802
     variant: str | CNNVariant = "50",
     *,
@@ -139,11 +141,13 @@ def ResNet(  # noqa: N802
     return keras.Model(images, x, name=name or default_name("resnet", variant))
 
 
+@export("keras_vit.parkkim.ResNet18", "keras_vit.parkkim.cnn.ResNet18")
 def ResNet18(**kwargs) -> keras.Model:  # noqa: N802
     """Builds a post-activation ResNet-18: `ResNet("18", **kwargs)`."""
     return ResNet("18", **kwargs)
 
 
+@export("keras_vit.parkkim.ResNet50", "keras_vit.parkkim.cnn.ResNet50")
 def ResNet50(**kwargs) -> keras.Model:  # noqa: N802
     """Builds a post-activation ResNet-50: `ResNet("50", **kwargs)`."""
     return ResNet("50", **kwargs)

@@ -25,10 +25,13 @@ from __future__ import annotations
 import dataclasses
 import types
 
+from keras_vit._export import export
+
 BLOCK_KINDS = ("basic", "bottleneck")
 STEMS = ("imagenet", "cifar")
 
 
+@export("keras_vit.parkkim.CNNVariant", "keras_vit.parkkim.cnn.CNNVariant")
 @dataclasses.dataclass(frozen=True)
 class CNNVariant:
     """Architecture of one pre-activation ResNet or AlterNet.
@@ -148,12 +151,20 @@ PREACT_RESNETS = types.MappingProxyType(
         "152": CNNVariant("bottleneck", (3, 8, 36, 3)),
     }
 )
+export(
+    "keras_vit.PREACT_RESNETS",
+    "keras_vit.parkkim.PREACT_RESNETS",
+    "keras_vit.parkkim.cnn.PREACT_RESNETS",
+).constant(__name__, "PREACT_RESNETS")
 
 # Post-activation ResNets: models/resnet.py (dnn_18 ... dnn_152) with
 # models/resnet_dnn_block.py; the same stages and widths as the
 # pre-activation rows. The paper's CIFAR models use `stem="cifar"` (the code's
 # `stem=False`), its ImageNet models the default ImageNet stem.
 RESNETS = types.MappingProxyType(dict(PREACT_RESNETS))
+export("keras_vit.parkkim.RESNETS", "keras_vit.parkkim.cnn.RESNETS").constant(
+    __name__, "RESNETS"
+)
 
 # AlterNets: models/alternet.py (dnn_18 ... dnn_152). AlterNet-34 and larger
 # have 4 blocks in stage 4 (one more than the ResNet they come from). "mini"
@@ -201,6 +212,11 @@ ALTERNETS = types.MappingProxyType(
         ),
     }
 )
+export(
+    "keras_vit.ALTERNETS",
+    "keras_vit.parkkim.ALTERNETS",
+    "keras_vit.parkkim.cnn.ALTERNETS",
+).constant(__name__, "ALTERNETS")
 
 
 def get_variant(

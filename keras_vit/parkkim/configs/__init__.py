@@ -13,3 +13,7 @@ from keras_vit.parkkim.config import CompareConfig
 config = load_config("compare_quick", CompareConfig)
 ```
 """
+
+import lazy_loader
+
+__getattr__, __dir__, __all__ = lazy_loader.attach_stub(__name__, __file__)

@@ -44,7 +44,7 @@ configs/cifar100_vit.yaml), except the crop: keras_vit's Inception crop of
 from __future__ import annotations
 
 from keras_vit.parkkim.config import CompareConfig
-from keras_vit.parkkim.panel import PanelSettings
+from keras_vit.parkkim.settings import PanelSettings
 
 
 def get_config() -> CompareConfig:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from keras_vit.models.options import EncoderOptions
 from keras_vit.parkkim.config import CompareConfig
-from keras_vit.parkkim.panel import PanelSettings
+from keras_vit.parkkim.settings import PanelSettings
 
 
 def get_config() -> CompareConfig:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import keras
 from keras import ops
 
+from keras_vit._export import export
 from keras_vit.layers.drop_path import DropPath
 
 # PyTorch's defaults, which the paper's code keeps: BatchNorm2d(eps=1e-5,
@@ -120,6 +121,7 @@ class _ResidualBlock(keras.layers.Layer):
         return config
 
 
+@export("keras_vit.parkkim.layers.PreActBlock")
 @keras.saving.register_keras_serializable(package="keras_vit")
 class PreActBlock(_ResidualBlock):
     """A pre-activation residual block: BN-ReLU before every convolution.
@@ -190,6 +192,7 @@ class PreActBlock(_ResidualBlock):
         return shortcut + self.drop_path(y, training=training)
 
 
+@export("keras_vit.parkkim.layers.PostActBlock")
 @keras.saving.register_keras_serializable(package="keras_vit")
 class PostActBlock(_ResidualBlock):
     """A post-activation residual block: BN after every convolution, ReLU last.
@@ -268,6 +271,7 @@ class PostActBlock(_ResidualBlock):
         return ops.relu(shortcut + self.drop_path(y, training=training))
 
 
+@export("keras_vit.parkkim.layers.PaddedMaxPooling2D")
 @keras.saving.register_keras_serializable(package="keras_vit")
 class PaddedMaxPooling2D(keras.layers.Layer):
     """Max pooling with symmetric padding that never wins: PyTorch's `MaxPool2d`.

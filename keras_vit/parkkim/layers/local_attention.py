@@ -6,6 +6,7 @@ import keras
 import numpy as np
 from keras import ops
 
+from keras_vit._export import export
 from keras_vit.parkkim.layers.conv_blocks import torch_kernel_initializer
 
 
@@ -27,6 +28,7 @@ def relative_position_index(window_height: int, window_width: int) -> np.ndarray
     return (d_row * (2 * window_width - 1) + d_col).astype("int32")
 
 
+@export("keras_vit.parkkim.layers.WindowAttention2D")
 @keras.saving.register_keras_serializable(package="keras_vit")
 class WindowAttention2D(keras.layers.Layer):
     """Multi-head self-attention inside non-overlapping windows of a map.

@@ -5,12 +5,14 @@ from __future__ import annotations
 import keras
 from keras import ops
 
+from keras_vit._export import export
 from keras_vit.layers.drop_path import DropPath
 from keras_vit.parkkim.layers.conv_blocks import batch_norm
 from keras_vit.parkkim.layers.conv_blocks import torch_kernel_initializer
 from keras_vit.parkkim.layers.local_attention import WindowAttention2D
 
 
+@export("keras_vit.parkkim.layers.PreActAttentionBlock")
 @keras.saving.register_keras_serializable(package="keras_vit")
 class PreActAttentionBlock(keras.layers.Layer):
     """A residual block whose branch is windowed multi-head self-attention.

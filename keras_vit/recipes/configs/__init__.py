@@ -17,6 +17,6 @@ config = load_config("digits")
 ```
 """
 
-from keras_vit.recipes.configs import base
+import lazy_loader
 
-__all__ = ["base"]
+__getattr__, __dir__, __all__ = lazy_loader.attach_stub(__name__, __file__)

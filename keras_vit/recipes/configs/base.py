@@ -1,4 +1,4 @@
-"""The recipes' config language: one base dataclass, `override`, `load_config`.
+"""The recipes' config classes and shipped configs: `RunConfig`, `load_config`.
 
 `RunConfig` holds what every recipe shares (run, data, augmentation, model,
 optimisation, distribution, monitoring); `TrainConfig` (`recipes.train`) and
@@ -11,7 +11,8 @@ bare word for text fields (`--set dataset=cifar100`), checked against the
 field's type; `image_size` also takes `224`, `224,320` or `224x320`. A
 field holding a frozen dataclass (`encoder`; a wing's, e.g. `keras-vit
 compare`'s `analysis`) is set field by field: `--set encoder.pooling=gap`,
-`--set analysis.hessian_top_k=3` (an encoder option also by its own name).
+`--set analysis.hessian_top_k=3` (an encoder option also by its own name;
+`keras_vit.recipes.config_values` reads and checks these values).
 
 Values are checked when a config is made (ranges, choices): a wrong one
 raises `ConfigError` naming the field, before any run starts.
@@ -23,20 +24,26 @@ global norm 1).
 
 from __future__ import annotations
 
-import ast
 import dataclasses
-import difflib
 import importlib
 import importlib.util
-import math
 import os
-import types
-import typing
 from operator import attrgetter
 
-from keras_vit.models import model_family
+from keras_vit import plugins
+from keras_vit.models import architectures
 from keras_vit.models.options import LORA_TARGETS
 from keras_vit.models.options import EncoderOptions
+from keras_vit.recipes.config_values import BARE_NAMES as BARE_NAMES
+from keras_vit.recipes.config_values import ConfigError as ConfigError
+from keras_vit.recipes.config_values import check_type as check_type
+from keras_vit.recipes.config_values import nested_fields as nested_fields
+from keras_vit.recipes.config_values import one_of as one_of
+from keras_vit.recipes.config_values import override as override
+from keras_vit.recipes.config_values import parse_image_size as parse_image_size
+from keras_vit.recipes.config_values import positive_or_none as positive_or_none
+from keras_vit.recipes.config_values import size_ok
+from keras_vit.recipes.config_values import within
 
 # The choices of keras_vit.training, repeated here so that a config is
 # checked without importing TensorFlow (tests/test_cli.py checks they agree).
@@ -44,6 +51,9 @@ OPTIMIZERS = ("adamw", "adam", "sgd")
 SCHEDULES = ("cosine", "linear", "constant")
 STRATEGIES = ("auto", "default", "one_device", "mirrored", "multi_worker", "tpu")
 PRECISIONS = (False, True, "auto", "float32", "bfloat16", "float16")
+# The largest seed: NumPy's legacy global seed (`np.random.seed`, which
+# `keras.utils.set_random_seed` calls) takes 0 to 2**32 - 1.
+MAX_SEED = 2**32 - 1
 
 # Fields a resumed run may change freely: where and how verbosely it runs,
 # and what it reports. Every other field is part of the backup's fingerprint.
@@ -71,13 +81,6 @@ RUN_ONLY_FIELDS = frozenset(
         "remat",  # Same numbers, less memory: a backup resumes either way.
     }
 )
-# The metadata key of a nested field (a frozen dataclass, set field by field:
-# `--set encoder.pooling=gap`) whose fields the command line also takes by
-# their own names (`--set pooling=gap`).
-BARE_NAMES = "bare_names"
-# The spellings a command line may give a yes/no field.
-_BOOLEAN_WORDS = {"true": True, "yes": True, "on": True, "1": True,
-                  "false": False, "no": False, "off": False, "0": False}  # fmt: skip
 
 
 # The `keras_vit.ViT` arguments (besides the encoder options, passed whole)
@@ -91,10 +94,15 @@ TRAIN_VIT_FIELDS = (
     "dynamic_image_pad",
     "position_resample",
 )
-
-
-class ConfigError(ValueError):
-    """A config value (or `--set` override) that cannot be used."""
+# The `TrainConfig` model fields that not every architecture takes: one of
+# another architecture (its `ModelArchitecture.run_fields` say which it
+# takes; an encoder option as `encoder.<name>`) is left at its default.
+ARCHITECTURE_FIELDS = (
+    *TRAIN_VIT_FIELDS[len(VIT_FIELDS) :],
+    "init_from",
+    "lora_rank",
+    "layer_decay",
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -180,10 +188,12 @@ class RunConfig:
 
     def _checks(self):
         """Yields `(field, True or what is wrong)`."""
+        # NumPy's and TensorFlow's global seeds (`keras.utils.set_random_seed`).
+        yield "seed", within(self.seed, 0, MAX_SEED)
         yield "epochs", self.epochs >= 1 or "must be at least 1"
         yield "steps_per_epoch", positive_or_none(self.steps_per_epoch)
         yield "global_batch_size", self.global_batch_size >= 1 or "must be positive"
-        yield "image_size", _size_ok(self.image_size)
+        yield "image_size", size_ok(self.image_size)
         yield "channels", self.channels >= 1 or "must be positive"
         yield (
             "encoder",
@@ -196,7 +206,7 @@ class RunConfig:
         low, high = self.crop_aspect_range
         yield "crop_aspect_range", 0 < low <= high or "needs 0 < low <= high"
         yield "randaugment_ops", self.randaugment_ops >= 0 or "must be >= 0"
-        yield "randaugment_magnitude", _within(self.randaugment_magnitude, 0, 1)
+        yield "randaugment_magnitude", within(self.randaugment_magnitude, 0, 1)
         yield (
             "encoder",
             self.encoder.pooling is not None
@@ -209,13 +219,13 @@ class RunConfig:
         yield "warmup_steps", self.warmup_steps >= 0 or "must be >= 0"
         yield "weight_decay", self.weight_decay >= 0 or "must be >= 0"
         for name in ("beta_1", "beta_2", "momentum"):
-            yield name, _within(getattr(self, name), 0, 1, high_open=True)
+            yield name, within(getattr(self, name), 0, 1, high_open=True)
         yield "global_clipnorm", positive_or_none(self.global_clipnorm)
         yield (
             "ema_momentum",
             (
                 self.ema_momentum is None
-                or _within(self.ema_momentum, 0, 1, high_open=True)
+                or within(self.ema_momentum, 0, 1, high_open=True)
             ),
         )
         yield "strategy", one_of(self.strategy, STRATEGIES)
@@ -263,7 +273,7 @@ class TrainConfig(RunConfig):
     label_smoothing: float = 0.0  # Of the one-hot targets, in the loss.
 
     # -- model -------------------------------------------------------------
-    # A registered model family (keras_vit.models.model_family): "vit", or
+    # A registered model family (keras_vit.models.architectures): "vit", or
     # one a wing adds, e.g. Park & Kim's "resnet" (their post-activation
     # ResNet), "preact_resnet" or "alternet"; `variant` then names its row
     # (e.g. "mini", "18", "50"; keras_vit.parkkim.cnn).
@@ -294,32 +304,23 @@ class TrainConfig(RunConfig):
 
     def _checks(self):
         yield from super()._checks()
-        families = model_family.names()
+        if self.architecture not in architectures.names():
+            plugins.load_plugins()  # It may be a plug-in's.
+        families = architectures.names()
         yield "architecture", one_of(self.architecture, families)
-        if self.architecture != "vit" and self.architecture in families:
-            check = model_family.named(self.architecture).check_variant
-            yield "variant", check(self.variant)
-            yield (
-                "architecture",
-                not (self.init_from or self.lora_rank or self.layer_decay)
-                or "init_from, lora_rank and layer_decay are for ViTs",
-            )
-            vit_only = _changed_encoder_fields(self.encoder) - {"drop_path_rate"}
-            yield (
-                "encoder",
-                not vit_only
-                or f"{', '.join(sorted(vit_only))}: ViT options; a CNN takes "
-                "only encoder.drop_path_rate",
+        if self.architecture in families:
+            yield from _architecture_checks(
+                self, architectures.named(self.architecture)
             )
         yield "eval_batch_size", positive_or_none(self.eval_batch_size)
         yield (
             "eval_crop_fraction",
             self.eval_crop_fraction is None
-            or _within(self.eval_crop_fraction, 0, 1, low_open=True),
+            or within(self.eval_crop_fraction, 0, 1, low_open=True),
         )
         yield "mixup_alpha", self.mixup_alpha >= 0 or "must be >= 0"
-        yield "cutmix_factor", _within(self.cutmix_factor, 0, 1)
-        yield "label_smoothing", _within(self.label_smoothing, 0, 1, high_open=True)
+        yield "cutmix_factor", within(self.cutmix_factor, 0, 1)
+        yield "label_smoothing", within(self.label_smoothing, 0, 1, high_open=True)
         yield "representation_size", positive_or_none(self.representation_size)
         yield "patch_size", positive_or_none(self.patch_size)
         yield (
@@ -340,7 +341,7 @@ class TrainConfig(RunConfig):
         )
         yield (
             "layer_decay",
-            self.layer_decay is None or _within(self.layer_decay, 0, 1, low_open=True),
+            self.layer_decay is None or within(self.layer_decay, 0, 1, low_open=True),
         )
 
 
@@ -377,12 +378,12 @@ class PretrainConfig(RunConfig):
 
     def _checks(self):
         yield from super()._checks()
-        yield "corruption_rate", _within(self.corruption_rate, 0, 1, low_open=True)
-        yield "mask_rate", _within(self.mask_rate, 0, 1)
+        yield "corruption_rate", within(self.corruption_rate, 0, 1, low_open=True)
+        yield "mask_rate", within(self.mask_rate, 0, 1)
         yield (
             "random_rate",
             (
-                _within(self.random_rate, 0, 1) is True
+                within(self.random_rate, 0, 1) is True
                 and self.mask_rate + self.random_rate <= 1
                 or "needs 0 <= random_rate and mask_rate + random_rate <= 1"
             ),
@@ -448,170 +449,6 @@ def fingerprint(config: RunConfig) -> dict:
     }
 
 
-def override(config: RunConfig, assignments: list[str]) -> RunConfig:
-    """Applies `key=value` overrides to `config`, checking every type and value.
-
-    Args:
-        config: The config to change (any `RunConfig` subclass).
-        assignments: Strings `"key=value"`; the value is a Python literal,
-            or a bare word for `str` fields; yes/no fields also take
-            `true/false`, `yes/no`, `on/off`, `1/0`; `image_size` also takes
-            `224x320` or `224,320`. A field of a nested field (a frozen
-            dataclass, `nested_fields`) is set as `field.name=value`
-            (`encoder.qk_norm=true`, `analysis.hessian_top_k=3`); an encoder
-            option also by its own name (`qk_norm=true`).
-
-    Returns:
-        A new config of the same class.
-
-    Raises:
-        ConfigError: An unknown key, a value of the wrong type or out of its
-            range; the message names the field.
-
-    Example:
-
-    >>> override(TrainConfig(), ["epochs=3", "dataset=cifar10"]).epochs
-    3
-    """
-    nested = nested_fields(type(config))
-    plain = {
-        key: hint
-        for key, hint in typing.get_type_hints(type(config)).items()
-        if key not in nested
-    }
-    inner = {field: typing.get_type_hints(kind) for field, kind in nested.items()}
-    bare = {  # Bare names, where no plain field has the name.
-        name: field
-        for field, kind in nested.items()
-        if _takes_bare_names(type(config), field)
-        for name in inner[field]
-        if name not in plain
-    }
-    changes, parts = {}, {field: {} for field in nested}
-    for assignment in assignments:
-        key, sep, text = assignment.partition("=")
-        key = key.strip()
-        if not sep or not key:
-            raise ConfigError(f"overrides look like key=value, not {assignment!r}")
-        field, dot, name = key.partition(".")
-        if dot and field in nested:
-            if name not in inner[field]:
-                close = difflib.get_close_matches(name, inner[field], n=1)
-                hint = f" (did you mean {field}.{close[0]}?)" if close else ""
-                raise ConfigError(
-                    f"{key} is no {field} option{hint}; every {field} option is "
-                    f"in {_source_file(nested[field])}"
-                )
-        elif key in bare:
-            field, name = bare[key], key
-        elif key in plain:
-            field, name = None, key
-        else:
-            known = [*plain, *bare, *(f"{f}.{n}" for f in nested for n in inner[f])]
-            close = difflib.get_close_matches(key, known, n=3)
-            hint = f"did you mean {' or '.join(close)}? " if close else ""
-            if key in nested:
-                hint = f"{key} is set field by field ({key}.<name>=...); "
-            raise ConfigError(
-                f"unknown config key {key!r}; {hint}--help lists every "
-                f"{type(config).__name__} field"
-            )
-        text = text.strip()
-        try:
-            value = ast.literal_eval(text)
-        except (ValueError, SyntaxError):
-            value = text  # A bare word, e.g. dataset=cifar10.
-        if key == "image_size" and not isinstance(value, (tuple, list)):
-            try:  # 224, 224,320 or 224x320 (not Python's 0x10 = 16).
-                value = parse_image_size(text)
-            except ValueError as error:
-                raise ConfigError(f"image_size={text!r}: {error}") from None
-        if field is None:
-            changes[name] = check_type(key, value, plain[name])
-        else:
-            parts[field][name] = check_type(key, value, inner[field][name])
-    for field, values in parts.items():
-        if values:
-            try:
-                changes[field] = dataclasses.replace(getattr(config, field), **values)
-            except ValueError as error:
-                raise ConfigError(str(error).replace("`", "")) from None
-    return dataclasses.replace(config, **changes)
-
-
-def nested_fields(kind: type) -> dict[str, type]:
-    """`{field: its class}` for the fields of the config class `kind` that
-    hold a frozen dataclass (`encoder`: `EncoderOptions`; a wing's, e.g.
-    `CompareConfig.analysis`), which the command line sets field by field."""
-    return {
-        name: hint
-        for name, hint in typing.get_type_hints(kind).items()
-        if isinstance(hint, type)
-        and dataclasses.is_dataclass(hint)
-        and hint.__dataclass_params__.frozen
-    }
-
-
-def _takes_bare_names(kind: type, field: str) -> bool:
-    (found,) = [f for f in dataclasses.fields(kind) if f.name == field]
-    return bool(found.metadata.get(BARE_NAMES))
-
-
-def _source_file(kind: type) -> str:
-    """`keras_vit/models/options.py` for `EncoderOptions`."""
-    return kind.__module__.replace(".", "/") + ".py"
-
-
-def check_type(key: str, value, hint):
-    """Returns `value` converted to the field type `hint`, or raises.
-
-    Accepts ints for float fields, lists for tuple fields and `None` for
-    optional fields.
-
-    Raises:
-        ConfigError: `value` does not fit `hint`.
-    """
-    origin = typing.get_origin(hint)
-    if origin in (typing.Union, types.UnionType):
-        for option in typing.get_args(hint):
-            try:
-                return check_type(key, value, option)
-            except ConfigError:
-                continue
-        raise ConfigError(f"{key}={value!r} does not fit {_name(hint)}")
-    if hint is type(None):
-        if value is None:
-            return None
-    elif hint is bool:
-        if isinstance(value, bool):
-            return value
-        word = str(value).strip().lower()
-        if not isinstance(value, float) and word in _BOOLEAN_WORDS:
-            return _BOOLEAN_WORDS[word]  # true/false, yes/no, on/off, 1/0
-    elif hint is int:
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-    elif hint is float:
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            if math.isfinite(value):
-                return float(value)
-    elif hint is str:
-        if isinstance(value, str):
-            return value
-    elif origin is tuple:
-        args = typing.get_args(hint)
-        if isinstance(value, (tuple, list)):
-            if len(args) == 2 and args[1] is Ellipsis:
-                return tuple(check_type(key, v, args[0]) for v in value)
-            if len(value) == len(args):
-                return tuple(
-                    check_type(key, v, a) for v, a in zip(value, args, strict=True)
-                )
-    else:
-        raise TypeError(f"Unsupported config type {hint!r} for {key!r}.")
-    raise ConfigError(f"{key}={value!r} does not fit {_name(hint)}")
-
-
 def load_config(name_or_path: str, kind: type = None) -> RunConfig:
     """Returns `get_config()` of `recipes/configs/<name>.py` or of a file path.
 
@@ -631,10 +468,13 @@ def load_config(name_or_path: str, kind: type = None) -> RunConfig:
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
     else:
+        if name_or_path not in _config_names():
+            plugins.load_plugins()  # It may be a plug-in's.
         if name_or_path not in shipped_configs(RunConfig):
             raise ConfigError(
                 f"unknown config {name_or_path!r}; shipped: "
                 f"{', '.join(shipped_configs(kind))}; or pass a .py file"
+                f"{plugins.failure_note()}"
             )
         module = _config_module(name_or_path)
     config = module.get_config()
@@ -647,7 +487,7 @@ def load_config(name_or_path: str, kind: type = None) -> RunConfig:
 
 
 # Packages whose modules are shipped configs, by name: this one, and those
-# a wing adds with `register_config_package` (`keras_vit.parkkim.configs`).
+# a plug-in adds with `register_config_package` (`keras_vit.plugins`).
 CONFIG_PACKAGES = ["keras_vit.recipes.configs"]
 
 
@@ -708,58 +548,37 @@ def _is_kind(config, kind) -> bool:
     return isinstance(config, kind) if kind is RunConfig else type(config) is kind
 
 
-def parse_image_size(text: str) -> tuple[int, int]:
-    """`"224"` -> `(224, 224)`; `"224,320"` or `"224x320"` -> `(224, 320)`.
-
-    Raises:
-        ValueError: not one or two positive integers.
-    """
-    parts = str(text).lower().replace("x", ",").split(",")
-    try:
-        sides = tuple(int(part) for part in parts)
-    except ValueError:
-        sides = ()
-    if len(sides) == 1:
-        sides *= 2
-    if len(sides) != 2 or min(sides) <= 0:
-        raise ValueError(f"not an image size: {text!r} (use 224, 224,320 or 224x320)")
-    return sides
-
-
-def positive_or_none(value):
-    """`True` for `None` or a positive value, else what is wrong (a `_checks`
-    entry's verdict, as for every config class, the wing's included)."""
-    return value is None or value > 0 or "must be positive (or None)"
-
-
-def _within(value, low, high, *, low_open=False, high_open=False):
-    above = value > low if low_open else value >= low
-    below = value < high if high_open else value <= high
-    if above and below:
-        return True
-    return (
-        f"must be in {'(' if low_open else '['}{low}, {high}{')' if high_open else ']'}"
+def _architecture_checks(config: TrainConfig, architecture):
+    """Yields the checks of `config` against its `ModelArchitecture`: the
+    variant is one of its rows, and no field it does not take is set."""
+    yield "variant", architecture.check_variant(config.variant)
+    taken = architecture.run_fields
+    if taken is None:  # It takes every field.
+        return
+    defaults = {f.name: f.default for f in dataclasses.fields(TrainConfig)}
+    fields = [
+        name
+        for name in ARCHITECTURE_FIELDS
+        if getattr(config, name) != defaults[name] and name not in taken
+    ]
+    options = sorted(
+        name
+        for name in _changed_encoder_fields(config.encoder)
+        if f"encoder.{name}" not in taken
     )
-
-
-def one_of(value, choices):
-    """`True` if `value` is one of `choices` (and of its type), else what is
-    wrong (a `_checks` entry's verdict)."""
-    # `True == 1`: compare types too, so that verbose=True is refused.
-    if any(value == c and type(value) is type(c) for c in choices):
-        return True
-    return f"must be one of {', '.join(map(repr, choices))}"
-
-
-def _size_ok(size):
-    sides = (size, size) if isinstance(size, int) else tuple(size)
-    if len(sides) == 2 and all(isinstance(s, int) and s > 0 for s in sides):
-        return True
-    return "must be a positive int or (height, width)"
-
-
-def _name(hint) -> str:
-    return getattr(hint, "__name__", None) or str(hint).replace("typing.", "")
+    takes = ", ".join(sorted(taken)) or "none of them"
+    yield (
+        "architecture",
+        not fields
+        or f"{', '.join(fields)}: not for the {architecture.title} architecture, "
+        f"which takes only {takes}",
+    )
+    yield (
+        "encoder",
+        not options
+        or f"{', '.join(options)}: ViT options; the {architecture.title} "
+        f"architecture takes only {takes}",
+    )
 
 
 def _changed_encoder_fields(options: EncoderOptions) -> set[str]:

@@ -14,4 +14,6 @@ by the keys it sees and hands it over, so adding a dialect is one module and
 one row in `checkpoint.DIALECTS`.
 """
 
-__all__ = []
+import lazy_loader
+
+__getattr__, __dir__, __all__ = lazy_loader.attach_stub(__name__, __file__)

@@ -152,8 +152,22 @@ def find(name: str, dialect: Dialect) -> Match | None:
     return None
 
 
+def heads_for(heads: int | Mapping | None, key) -> int | None:
+    """The attention heads to split `key`'s projection by: `heads` itself,
+    or, for a mapping `{original-layout layer prefix: heads}` (an attention
+    pool with its own heads beside the blocks'), the longest prefix of
+    `key`'s, else the mapping's `None` entry."""
+    if not isinstance(heads, Mapping):
+        return heads
+    first = key[0] if isinstance(key, tuple) else key
+    prefixes = [p for p in heads if p is not None and first.startswith(p + "/")]
+    return heads[max(prefixes, key=len)] if prefixes else heads.get(None)
+
+
 def translate(
-    tensors: Mapping[str, np.ndarray], dialect: Dialect, heads: int | None = None
+    tensors: Mapping[str, np.ndarray],
+    dialect: Dialect,
+    heads: int | Mapping | None = None,
 ) -> tuple[dict[str, np.ndarray], list[str]]:
     """Translates a source's arrays into the original layout.
 
@@ -162,7 +176,9 @@ def translate(
         dialect: The source's `Dialect`.
         heads: Attention heads of the target model, for converters that
             split projections per head (`None`: left unsplit, and reported
-            as mis-shaped by the strict check).
+            as mis-shaped by the strict check); or a mapping
+            `{original-layout attention layer: heads, None: the rest}` for a
+            model whose attention pool has other heads than its blocks.
 
     Returns:
         `(params, left)`: `params` holds the original-layout arrays and, in
@@ -177,7 +193,7 @@ def translate(
         if match is not None and match.key is None:
             continue  # left out on purpose
         if match is not None:
-            converted = match.rule.convert(value, heads)
+            converted = match.rule.convert(value, heads_for(heads, match.key))
             if not isinstance(match.key, tuple) and converted is not None:
                 params[match.key] = converted
                 continue

@@ -3,7 +3,13 @@
 `to_timm` turns original-layout params (`from_model(model).params`) into
 the state dict of timm's `VisionTransformer` (or `VisionTransformerDistilled`,
 or a ResNetV2 hybrid's `HybridEmbed`) of the same configuration: the keys,
-shapes and float32 values timm's `load_state_dict` takes.
+shapes and float32 values timm's `load_state_dict` takes. With `eva=True`
+it writes timm's `Eva` instead (DINOv3, EVA-02, PE, RoPE-ViT), built with a
+fused `qkv` (`qkv_fused=True`): LayerScale as `gamma_1`/`gamma_2`, query and
+value biases as `attn.q_bias`/`attn.v_bias` when the key has none, a SwiGLU
+with an MLP norm as separate `fc1_g`/`fc1_x` (timm's `SwiGLU`; without the
+norm, the packed `fc1` of its `GluMlp`), and the mixed RoPE's frequencies
+stacked into `rope.freqs`.
 
 Nothing here spells a timm key: the inverse is derived from the reading
 table (`keras_vit.weights.dialects.timm.RULES`). Each rule's original-layout
@@ -41,6 +47,7 @@ from keras_vit.weights.dialects import timm
 from keras_vit.weights.dialects.convert import Split
 from keras_vit.weights.dialects.rules import Rule
 from keras_vit.weights.dialects.rules import find
+from keras_vit.weights.dialects.rules import heads_for
 from keras_vit.weights.dialects.rules import same
 
 # One array in the original layout -> the timm array (before any `Split`
@@ -98,11 +105,25 @@ class _Inverted:
     parts: int
 
 
+# Rules of the reading table that name the same parameters another way:
+# `VisionTransformer`'s LayerScale, `Eva`'s, and `Eva`'s separate
+# projections (written fused, so never).
+_VIT_ONLY = (r"ls1\.gamma", r"ls2\.gamma")
+_EVA_ONLY = (r"gamma_1", r"gamma_2", r"attn\.q_bias", r"attn\.v_bias")
+_NEVER = (r"attn\.q_proj", r"attn\.k_proj", r"attn\.v_proj")
+
+
 @functools.cache
-def _inverted_rules() -> tuple[tuple[_Inverted, ...], tuple[Rule, ...]]:
-    """The timm table read backwards, and the rules that cannot be inverted."""
+def _inverted_rules(
+    eva: bool = False,
+) -> tuple[tuple[_Inverted, ...], tuple[Rule, ...]]:
+    """The timm table read backwards, for timm's `VisionTransformer` or its
+    `Eva`, and the rules that cannot be inverted."""
+    skip = _NEVER + (_VIT_ONLY if eva else _EVA_ONLY)
     inverted, left = [], []
     for rule in timm.DIALECT.rules:
+        if any(part in rule.pattern for part in skip):
+            continue
         if rule.key is None:
             continue  # nothing of the original layout comes from it
         templates = rule.key if isinstance(rule.key, tuple) else (rule.key,)
@@ -142,13 +163,19 @@ def _timm_name(rule: Rule, fields: Mapping[str, str]) -> str | None:
     return name if re.fullmatch(rule.pattern, name) else None
 
 
-def _locate(key: str) -> tuple[_Inverted, str, tuple[str, ...]] | None:
+def _locate(
+    key: str, params: Mapping, eva: bool = False
+) -> tuple[_Inverted, str, tuple[str, ...]] | None:
     """The inverted rule a key belongs to, its timm name and all its keys.
 
-    The first rule (in the table's order) whose template matches `key` and
-    whose timm name the table reads back into exactly the same keys.
+    The first rule (in the table's order) whose template matches `key`,
+    whose timm name the table reads back into exactly the same keys, and
+    whose other keys `params` has (Eva's query bias goes to `attn.q_bias`
+    when there is no key bias for a fused `qkv.bias`); else the first that
+    matches, for the message.
     """
-    for inv in _inverted_rules()[0]:
+    first = None
+    for inv in _inverted_rules(eva)[0]:
         for pattern in inv.patterns:
             match = pattern.fullmatch(key)
             if match is None:
@@ -162,9 +189,12 @@ def _locate(key: str) -> tuple[_Inverted, str, tuple[str, ...]] | None:
             if back is None or back.rule is not inv.rule:
                 continue
             got = back.key if isinstance(back.key, tuple) else (back.key,)
-            if got == wanted:
+            if got != wanted:
+                continue
+            if all(k in params for k in wanted):
                 return inv, name, wanted
-    return None
+            first = first or (inv, name, wanted)
+    return first
 
 
 def _reason(key: str) -> str:
@@ -176,7 +206,7 @@ def _reason(key: str) -> str:
 
 
 def to_timm(
-    params: Mapping[str, np.ndarray], *, num_heads: int
+    params: Mapping[str, np.ndarray], *, num_heads: int | Mapping, eva: bool = False
 ) -> dict[str, np.ndarray]:
     """Original-layout params as the state dict of timm's `VisionTransformer`.
 
@@ -193,7 +223,9 @@ def to_timm(
         params: `{original-layout key: array}`, e.g.
             `keras_vit.weights.from_model(model).params`.
         num_heads: The model's attention heads; the per-head arrays must
-            have this many.
+            have this many. A mapping `{attention layer: heads, None: the
+            blocks'}` for an attention pool with heads of its own (PE).
+        eva: Write timm's `Eva` layout instead of `VisionTransformer`'s.
 
     Returns:
         `{timm key: float32 C-contiguous array}`.
@@ -205,11 +237,11 @@ def to_timm(
             model with both the encoder norm and `fc_norm` (timm has one
             of them).
     """
-    if num_heads is None or int(num_heads) < 1:
+    counts = num_heads.values() if isinstance(num_heads, Mapping) else [num_heads]
+    if any(h is None or int(h) < 1 for h in counts):
         raise ValueError(f"num_heads must be a positive integer, got {num_heads!r}.")
-    num_heads = int(num_heads)
     norm, fc_norm = keys.ENCODER_NORM + "/scale", keys.FC_NORM + "/scale"
-    if norm in params and fc_norm in params:
+    if norm in params and fc_norm in params and not eva:
         raise ValueError(
             f"The params have both the encoder norm ({norm!r}) and `fc_norm` "
             f"({fc_norm!r}); timm's VisionTransformer has one or the other "
@@ -218,7 +250,7 @@ def to_timm(
     groups: dict[str, tuple[_Inverted, tuple[str, ...]]] = {}
     problems: dict[str, str] = {}
     for key in params:
-        found = _locate(key)
+        found = _locate(key, params, eva)
         if found is None:
             problems[key] = _reason(key)
             continue
@@ -239,14 +271,15 @@ def to_timm(
         bad = [
             k
             for k, a in zip(wanted, arrays, strict=True)
-            if not _fits(a, rank, inv.rule.convert, num_heads)
+            if not _fits(a, rank, inv.rule.convert, heads_for(num_heads, k))
         ]
         if bad:
             for k, a in zip(wanted, arrays, strict=True):
                 if k in bad:
                     problems[k] = (
                         f"shape {a.shape} is not the per-head layout of "
-                        f"{num_heads} heads that {name!r} is written from"
+                        f"{heads_for(num_heads, k)} heads that {name!r} is written "
+                        "from"
                     )
             continue
         parts = [inverse(a) for a in arrays]
@@ -258,7 +291,34 @@ def to_timm(
             f"{len(problems)} original-layout key(s) cannot be written in timm's "
             f"layout (nothing was written):\n{lines}"
         )
-    return tensors
+    return _eva_modules(tensors) if eva else tensors
+
+
+_PACKED = re.compile(r"(blocks\.\d+\.mlp\.)fc1\.(weight|bias)")
+_FREQS = re.compile(r"blocks\.(\d+)\.attn\.rope_freqs")
+
+
+def _eva_modules(tensors: dict) -> dict:
+    """Eva's module layout: a SwiGLU with an MLP norm keeps its gate and value
+    layers apart (`fc1_g`, `fc1_x`: timm's `SwiGLU`), and the mixed RoPE's
+    per-block frequencies are one `rope.freqs` `(2, depth, heads, D_h/2)`."""
+    out, freqs = {}, {}
+    for name, value in tensors.items():
+        packed = _PACKED.fullmatch(name)
+        if packed is not None and f"{packed[1]}norm.weight" in tensors:
+            gate, linear = np.split(value, 2, axis=0)
+            out[f"{packed[1]}fc1_g.{packed[2]}"] = np.ascontiguousarray(gate)
+            out[f"{packed[1]}fc1_x.{packed[2]}"] = np.ascontiguousarray(linear)
+            continue
+        block = _FREQS.fullmatch(name)
+        if block is not None:
+            freqs[int(block[1])] = value
+            continue
+        out[name] = value
+    if freqs:
+        stacked = np.stack([freqs[i] for i in sorted(freqs)], axis=1)
+        out["rope.freqs"] = np.ascontiguousarray(stacked, dtype=np.float32)
+    return out
 
 
 def _fits(value: np.ndarray, rank: int | None, rule_convert, num_heads: int) -> bool:

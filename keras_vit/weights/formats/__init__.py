@@ -2,8 +2,8 @@
 
 A format says nothing about what its keys mean (that is a dialect's job,
 `keras_vit.weights.dialects`). `FORMATS` lists the checkpoint files
-`weights=` reads (built in: `.npz` and `.safetensors`; a wing adds more
-with `register_format`), one row each: the suffixes that name it, a test of its
+`weights=` reads (built in: `.npz` and `.safetensors`; a plug-in adds
+more with `register_format`), one row each: the suffixes that name it, a test of its
 first bytes (or of the file) for a file without them, its reader, and
 whether a file in it may hold the original layout itself (an `.npz` may; a
 `.safetensors` or a `torch.save` file comes from PyTorch). A new format is
@@ -26,6 +26,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from keras_vit import plugins
 from keras_vit.weights.errors import CheckpointError
 from keras_vit.weights.formats import npz
 from keras_vit.weights.formats import safetensors
@@ -41,8 +42,10 @@ class Format:
         name: For messages, e.g. `"safetensors"`.
         suffixes: File name endings that name the format.
         looks_like: `first bytes -> bool`, for a file without a suffix.
-        read: `path -> {key: array}`; raises `CheckpointError` for a
-            corrupt file.
+        read: `(path, *, budget=None) -> {key: array}`; raises
+            `CheckpointError` for a corrupt file, or for a claim past the
+            `limits.ReadBudget` (the default cap when `None`) before
+            allocating it.
         original_layout: Whether a file whose keys no dialect recognises is
             taken as the original layout (otherwise it is refused).
         recognizes: `path -> bool`, a test of the file itself, asked before
@@ -58,8 +61,10 @@ class Format:
     recognizes: Callable[[str], bool] | None = None
 
 
-# Built in: NumPy and safetensors files. A wing adds its own with
-# `register_format` (`keras_vit.parkkim` adds PyTorch's `torch.save` files).
+# Built in: NumPy and safetensors files. A plug-in adds its own with
+# `register_format` (the Park & Kim wing adds PyTorch's `torch.save` files);
+# `format_of` loads the installed plug-ins (`keras_vit.plugins`) before it
+# reads a file no built-in suffix names.
 FORMATS: list[Format] = [
     Format("npz", npz.SUFFIXES, npz.looks_like, npz.read_npz, original_layout=True),
     Format("safetensors", safetensors.SUFFIXES, safetensors.looks_like,
@@ -102,6 +107,10 @@ def format_of(path: str | os.PathLike) -> Format:
     for fmt in FORMATS:
         if path.endswith(fmt.suffixes):
             return fmt
+    if plugins.load_plugins():  # A plug-in's format may claim it (`.pth`).
+        for fmt in FORMATS:
+            if path.endswith(fmt.suffixes):
+                return fmt
     for fmt in FORMATS:
         if fmt.recognizes is not None and fmt.recognizes(path):
             return fmt
@@ -115,6 +124,3 @@ def format_of(path: str | os.PathLike) -> Format:
         f"{path!r} is not a checkpoint keras_vit can read: expected a {known} "
         "file, or a Keras .keras/.weights.h5 file."
     )
-
-
-__all__ = ["FORMATS", "Format", "format_of", "register_format"]
