@@ -49,6 +49,7 @@ SCRIPT = textwrap.dedent(
 )
 
 
+@pytest.mark.large  # Over 17 s on 2 cores: not in the default run.
 def test_tiny_model_runs_identically_on_jax(tmp_path):
     model = tiny_model(drop_path_rate=0.1)
     randomize(model, scale=0.1)

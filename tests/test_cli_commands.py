@@ -180,6 +180,7 @@ def test_the_convert_message_names_only_what_the_file_records(tmp_path):
     ]
 
 
+@pytest.mark.large  # Over 17 s on 2 cores: not in the default run.
 def test_a_shell_chain_stops_at_a_failed_command_and_runs_on_after_success(
     tmp_path,
 ):

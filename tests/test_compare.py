@@ -549,6 +549,7 @@ def test_a_rerun_reuses_every_run_and_panel(quick, capsys):
     assert "plan" not in printed  # Nothing left to plan.
 
 
+@pytest.mark.large  # Over 17 s on 2 cores: not in the default run.
 def test_analysis_settings_set_on_the_command_line_redo_the_panels_only(
     quick, tmp_path
 ):
@@ -580,6 +581,7 @@ def test_analysis_settings_set_on_the_command_line_redo_the_panels_only(
     assert panel["test_accuracy"] == summary["panels"]["vit"][0]["test_accuracy"]
 
 
+@pytest.mark.large  # Over 17 s on 2 cores: not in the default run.
 def test_an_interrupted_landscape_resumes_from_its_last_grid_point(
     quick, tmp_path, monkeypatch
 ):
@@ -620,6 +622,7 @@ def test_an_interrupted_landscape_resumes_from_its_last_grid_point(
     assert not list((copy / "panels").glob("*.landscape.*"))
 
 
+@pytest.mark.large  # Over 17 s on 2 cores: not in the default run.
 def test_a_killed_comparison_finishes_with_the_same_results(quick, tmp_path):
     workdir, summary, _ = quick
     target = tmp_path / "killed"

@@ -104,6 +104,7 @@ print("RESULT " + json.dumps(out))
 """
 
 
+@pytest.mark.large  # Over 17 s on 2 cores: not in the default run.
 def test_mirrored_over_two_cpu_replicas_matches_one_device(tmp_path):
     process = subprocess.run(
         [
@@ -131,6 +132,7 @@ def test_mirrored_over_two_cpu_replicas_matches_one_device(tmp_path):
         np.testing.assert_allclose(two[key], one[key], rtol=1e-4, atol=1e-6)
 
 
+@pytest.mark.large  # Over 17 s on 2 cores: not in the default run.
 def test_multi_worker_run_with_two_local_workers_completes(tmp_path):
     workers = [f"127.0.0.1:{port}" for port in free_ports(2)]
     command = [

@@ -176,6 +176,7 @@ def class_name_files(folder):
     }
 
 
+@pytest.mark.large  # Over 17 s on 2 cores: not in the default run.
 def test_export_refuses_class_names_that_are_not_text(model_file, tmp_path):
     for name, problem in class_name_files(tmp_path).items():
         result = keras_vit_command(
@@ -187,6 +188,7 @@ def test_export_refuses_class_names_that_are_not_text(model_file, tmp_path):
         assert not (tmp_path / "saved_models").exists()
 
 
+@pytest.mark.large  # Over 17 s on 2 cores: not in the default run.
 def test_predict_refuses_class_names_that_are_not_text(model_file, tmp_path):
     image = np.zeros((16, 16, 3), np.uint8)
     Image.fromarray(image).save(tmp_path / "cat.png")

@@ -20,6 +20,7 @@ import sys
 import textwrap
 
 import numpy as np
+import pytest
 
 import keras_vit
 
@@ -104,6 +105,7 @@ def _first_imports(modules: list[str]) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.large  # Over 17 s on 2 cores: not in the default run.
 def test_every_module_imports_first_in_a_fresh_process():
     """Every module imports as a process's first import, without the
     optional packages.

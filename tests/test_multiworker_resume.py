@@ -121,6 +121,7 @@ def _finish(processes, timeout=300):
     return outputs
 
 
+@pytest.mark.large  # Over 17 s on 2 cores: not in the default run.
 def test_workers_killed_between_their_commits_agree_on_the_epoch_to_resume(
     tmp_path,
 ):

@@ -109,6 +109,7 @@ def test_the_wheel_holds_keras_vit_and_its_recipes_not_a_top_level_recipes(insta
     assert "keras-vit = keras_vit.recipes.__main__:console" in text
 
 
+@pytest.mark.large  # Over 17 s on 2 cores: not in the default run.
 def test_an_installed_user_runs_the_recipes_with_keras_vit(installed, tmp_path):
     _, bin_dir, outside = installed
     where = _run(

@@ -202,6 +202,7 @@ def _evaluate(names):
         keras.utils.clear_session()
 
 
+@pytest.mark.large  # Over 17 s on 2 cores: not in the default run.
 def test_the_shipped_checkpoints_reach_their_recorded_accuracy_seed_0():
     _evaluate([name for name in _shipped() if name.endswith("_seed0")])
 
@@ -220,6 +221,7 @@ SMALL_ANALYSIS = [
 ]  # fmt: skip
 
 
+@pytest.mark.large  # Over 17 s on 2 cores: not in the default run.
 def test_compare_analyses_the_demo_checkpoints_without_training(tmp_path):
     argv = [keras_vit_script(), "compare", "--set", f"workdir={tmp_path}"]
     for item in SMALL_ANALYSIS:
@@ -263,6 +265,7 @@ def _make(workdir, out):
             "compare_quick", "--workdir", str(workdir), "--out", str(out)]  # fmt: skip
 
 
+@pytest.mark.large  # Over 17 s on 2 cores: not in the default run.
 def test_make_demo_writes_checkpoints_that_load_after_a_kill(tmp_path):
     """Killed after its first checkpoint, the command leaves no manifest (so
     nothing half-made is used); run again, it finishes from the runs kept."""

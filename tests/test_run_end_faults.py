@@ -383,6 +383,7 @@ cp -a "$DISK/run" "$OUT/after_second"
 """
 
 
+@pytest.mark.large  # Over 17 s on 2 cores: not in the default run.
 def test_a_real_full_disk_while_writing_a_backup(tmp_path, whole):
     """A 4 MiB tmpfs, filled when the second backup is written.
 
@@ -743,6 +744,7 @@ def test_a_bare_torch_file_name_is_taken_for_a_file(tmp_path, monkeypatch, name)
 # -- --fresh in the command that was stopped ---------------------------------
 
 
+@pytest.mark.large  # Over 17 s on 2 cores: not in the default run.
 def test_a_stopped_fresh_run_says_to_rerun_without_fresh(tmp_path, whole, capsys):
     arguments = [*fr.train_argv(tmp_path), "--fresh"]
     # SIGTERM in the second epoch (the first is committed), then a full disk
@@ -874,6 +876,7 @@ def test_a_file_system_error_outside_the_atomic_writes_is_one_line(
 # -- a kill while --fresh sets the previous run aside -------------------------
 
 
+@pytest.mark.large  # Over 17 s on 2 cores: not in the default run.
 def test_a_kill_while_fresh_sets_a_run_aside_is_finished_by_the_same_command(
     tmp_path, whole, capsys
 ):

@@ -129,6 +129,7 @@ train.main(sys.argv[1:])
 """
 
 
+@pytest.mark.large  # Over 17 s on 2 cores: not in the default run.
 def test_a_run_killed_while_writing_its_backup_resumes_exactly(tmp_path, uninterrupted):
     process = subprocess.run(
         [sys.executable, "-c", textwrap.dedent(_KILL_DURING_BACKUP)] + _argv(tmp_path),

@@ -215,6 +215,7 @@ def _classes(folder) -> int:
         return json.load(f)["num_classes"]
 
 
+@pytest.mark.large  # Over 17 s on 2 cores: not in the default run.
 def test_an_interrupted_replacement_keeps_the_old_folder(tmp_path):
     folder = tmp_path / "my-vit"
     _save(folder, 3)
@@ -230,6 +231,7 @@ def test_an_interrupted_replacement_keeps_the_old_folder(tmp_path):
     assert _classes(folder) == 5
 
 
+@pytest.mark.large  # Over 17 s on 2 cores: not in the default run.
 def test_a_replacement_killed_between_its_renames_is_put_back_by_the_next_save(
     tmp_path,
 ):

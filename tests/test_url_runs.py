@@ -81,6 +81,7 @@ def _assert_same_weights(model, weights):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.large  # Over 17 s on 2 cores: not in the default run.
 def test_a_whole_run_at_a_url_trains_exports_and_writes_nothing_locally(
     tmp_path, monkeypatch, uninterrupted, capsys
 ):
@@ -187,6 +188,7 @@ def test_a_run_at_a_url_interrupted_before_a_commit_resumes_exactly(
     assert os.listdir(tmp_path) == []
 
 
+@pytest.mark.large  # Over 17 s on 2 cores: not in the default run.
 def test_a_scheme_without_a_file_system_is_refused_in_one_line(tmp_path):
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
     for url, why in (
@@ -374,6 +376,7 @@ def test_a_folder_dataset_at_a_url(tmp_path):
     assert os.listdir(tmp_path) == []
 
 
+@pytest.mark.large  # Over 17 s on 2 cores: not in the default run.
 def test_the_export_command_reads_and_writes_urls(capsys):
     from keras_vit.recipes import export as export_command
 

@@ -57,6 +57,7 @@ from keras_vit.recipes.configs.base import RUN_ONLY_FIELDS
 from keras_vit.recipes.configs.base import ConfigError
 from keras_vit.recipes.configs.base import RunConfig
 from keras_vit.recipes.configs.base import flat_fields
+from keras_vit.recipes.configs.base import require_dataset
 from keras_vit.recipes.set_aside import set_aside_run
 from keras_vit.recipes.set_aside import start_fresh
 from keras_vit.recipes.set_aside import unfinished_set_aside
@@ -228,7 +229,8 @@ class Setup:
 
 
 def check_paths(config: RunConfig) -> None:
-    """Refuses, in one line, a config path no file system here can open.
+    """Refuses, in one line, a config without a dataset or with a path no
+    file system here can open.
 
     The run directory, `init_from`, `data_dir` and a `folder:` dataset may
     be URLs (`gs://bucket/...`) of any scheme TensorFlow has a file system
@@ -236,8 +238,10 @@ def check_paths(config: RunConfig) -> None:
     plugin, `http://`) is refused before anything is written.
 
     Raises:
-        ConfigError: naming the field, the URL and the usable schemes.
+        ConfigError: naming the field, the URL and the usable schemes; or
+            the config and the override to give (`require_dataset`).
     """
+    require_dataset(config)
     dataset = getattr(config, "dataset", "") or ""
     fields = [
         ("workdir", config.resolved_workdir()),

@@ -30,7 +30,6 @@ import sys
 from keras_vit.models import architectures
 from keras_vit.recipes import cli
 from keras_vit.recipes.configs.base import TrainConfig
-from keras_vit.recipes.configs.base import require_dataset
 from keras_vit.recipes.configs.base import shipped_configs
 from keras_vit.recipes.initialise import check_init_from
 from keras_vit.recipes.initialise import initialise
@@ -79,7 +78,6 @@ def run(
     """
     from keras_vit.recipes import engine
 
-    require_dataset(config)
     check_init_from(config, urls=True)
     return engine.run(
         RECIPE, config, callbacks, fresh=fresh, allow_changes=allow_changes
