@@ -176,6 +176,21 @@ def class_name_files(folder):
     }
 
 
+def test_a_binary_class_names_file_is_refused_in_one_line(model_file, tmp_path):
+    """The default run's case of the two (large) tests below: a PNG given as
+    `--class-names` is one error line, and nothing is exported."""
+    class_name_files(tmp_path)
+    result = keras_vit_command(
+        "export", "--model", model_file, "--name", "vit", "--version", "1",
+        "--class-names", "names.png", cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 2, result.stderr[-3000:]
+    assert error_line(result) == (
+        "error: --class-names: not UTF-8 text (byte 0x89 at offset 0): names.png"
+    )
+    assert not (tmp_path / "saved_models").exists()
+
+
 @pytest.mark.large  # Over 17 s on 2 cores: not in the default run.
 def test_export_refuses_class_names_that_are_not_text(model_file, tmp_path):
     for name, problem in class_name_files(tmp_path).items():
