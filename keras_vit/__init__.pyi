@@ -16,6 +16,7 @@ from . import interop as interop
 from . import keras_internals as keras_internals
 from . import layers as layers
 from . import loading as loading
+from . import model_card as model_card
 from . import models as models
 from . import parkkim as parkkim
 from . import paths as paths
@@ -29,6 +30,7 @@ from . import version as version
 from . import weights as weights
 from .inference import predict as predict
 from .models.features import feature_extractor as feature_extractor
+from .models.features import feature_info as feature_info
 from .models.layout import ViTLayout as ViTLayout
 from .models.options import EncoderOptions as EncoderOptions
 from .models.options import RotaryOptions as RotaryOptions

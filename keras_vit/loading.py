@@ -47,8 +47,9 @@ def load_model(
             encoder, a masked-patch pre-training model). Loaded with
             `compile=False`: no command needs the optimizer.
         variant: Without `path`: the variant to build, e.g. `"B/16"`.
-        weights: For `variant`: a `keras_vit.weights` tag or a checkpoint
-            file (`.npz`, `.safetensors`, `.keras`, `.weights.h5`).
+        weights: For `variant`: a `keras_vit.weights` tag, a checkpoint
+            name (`hf://org/repo`, a timm name) or a checkpoint file
+            (`.npz`, `.safetensors`, `.keras`, `.weights.h5`).
         num_classes: For `variant`: the head's classes; 0 builds no head
             (`include_top=False`, the pooled features). Defaults to 1000.
         image_size: For `variant`, the size to build (default 224); for a
@@ -60,9 +61,9 @@ def load_model(
 
     Raises:
         ValueError: a missing or unreadable file (truncated, damaged, not a
-            model), weights that do not fit or cannot be found (a tag that
-            is neither cached nor downloadable), or neither `path` nor
-            `variant`.
+            model), weights that do not fit or cannot be found (an unknown
+            name; a tag or name that is neither cached nor downloadable),
+            or neither `path` nor `variant`.
 
     Example:
 
@@ -97,7 +98,7 @@ def load_model(
             representation_size=representation_size,
             weights=weights or None,
         )
-    except FileNotFoundError as error:  # No such file; a tag not downloadable.
+    except FileNotFoundError as error:  # No such file; a name not found.
         raise ValueError(f"--weights {weights!r}: {error}") from error
     return model
 

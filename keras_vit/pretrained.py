@@ -40,6 +40,8 @@ from keras_vit import paths
 from keras_vit._export import export
 from keras_vit.interop.keras_hub import from_keras_hub
 from keras_vit.interop.keras_hub import load_preset
+from keras_vit.model_card import card_fields
+from keras_vit.model_card import render_card
 from keras_vit.models import layout as names
 from keras_vit.models import zoo
 from keras_vit.models.layout import ViTLayout
@@ -50,6 +52,7 @@ from keras_vit.models.vit import ViT
 from keras_vit.version import __version__
 from keras_vit.weights import hub
 from keras_vit.weights import keys
+from keras_vit.weights import registry
 from keras_vit.weights import sources
 from keras_vit.weights.blueprint import blueprint
 from keras_vit.weights.blueprint import config_options
@@ -59,8 +62,11 @@ from keras_vit.weights.checkpoint import from_source
 from keras_vit.weights.dialects.timm_args import eva_args
 from keras_vit.weights.dialects.timm_args import needs_eva
 from keras_vit.weights.dialects.timm_writer import to_timm
+from keras_vit.weights.errors import CheckpointError
 from keras_vit.weights.formats.safetensors import write_safetensors
 from keras_vit.weights.loader import load_weights
+from keras_vit.weights.pretrained_cfg import for_timm_folder
+from keras_vit.weights.pretrained_cfg import from_source as cfg_of_source
 
 CONFIG = sources.CONFIG
 WEIGHTS = hub.SAFETENSORS
@@ -81,6 +87,8 @@ def from_pretrained(
     token: str | bool | None = None,
     cache_dir: str | os.PathLike | None = None,
     local_files_only: bool | None = None,
+    force_download: bool = False,
+    resample_method: str | None = None,
     **kwargs,
 ) -> keras.Model:
     """Builds and loads the model of a checkpoint, found by name.
@@ -98,7 +106,10 @@ def from_pretrained(
         num_classes: Another head width: the head is then zero-initialised
             (fine-tuning). Defaults to the checkpoint's.
         image_size: Another resolution: the position embedding is resampled.
-            Defaults to the checkpoint's.
+            Defaults to the checkpoint's: for a transformers repository,
+            its processor's crop (facebook/dinov2-* record a 518-px position
+            table and crop 224 px: the model is built at 224, as `AutoModel`
+            resamples the table to its input).
         include_top: Whether to keep the classifier. Defaults to whether the
             checkpoint has one.
         revision: A Hub branch, tag or commit to pin.
@@ -106,6 +117,15 @@ def from_pretrained(
         cache_dir: The Hub cache directory; defaults to huggingface_hub's
             (`$HF_HOME/hub`).
         local_files_only: Read the cache only; defaults to `HF_HUB_OFFLINE`.
+        force_download: Download the repository's files again even when
+            cached (a truncated or corrupt cached file): huggingface_hub's
+            `force_download`.
+        resample_method: How the position table is resampled to another
+            grid (see `keras_vit.resample`). Defaults to the convention of
+            the library that wrote the checkpoint: `"timm"` (bicubic,
+            antialiased) for timm, `"huggingface"` (bicubic) for
+            transformers, `"reference"` (bilinear, corners aligned) for the
+            original `.npz` files and the rest.
         **kwargs: Other `keras_vit.ViT` arguments (`include_preprocessing`,
             `dynamic_image_size`, `drop_path_rate`, ...).
 
@@ -131,6 +151,7 @@ def from_pretrained(
         token=token,
         cache_dir=None if cache_dir is None else os.fspath(cache_dir),
         local_files_only=local_files_only,
+        force_download=force_download,
     )
     source = sources.resolve(name, variant=variant, options=options)
     if source.kind == "keras_hub":
@@ -141,7 +162,7 @@ def from_pretrained(
         heads = int(parse_variant(entry.variant).variant.num_heads)
     else:
         heads = num_heads_of(source.kind, config, _hidden_dim(source))
-    checkpoint = from_source(source, _with_pool_heads(heads, source, config))
+    checkpoint = _read(source, _with_pool_heads(heads, source, config))
     plan = blueprint(source.kind, config, checkpoint.params, name, num_heads=heads)
     arguments = plan.arguments()
     if source.kind == "keras_vit":
@@ -163,6 +184,16 @@ def from_pretrained(
     if num_classes is not None and include_top is None:
         arguments["include_top"] = num_classes > 0
         arguments["num_classes"] = num_classes or 1000
+    if (
+        image_size is None
+        and source.kind == "transformers"
+        and not kwargs.get("dynamic_image_size")
+    ):
+        # The model's size is its processor's crop, which may be smaller
+        # than the position table's grid (`AutoModel` resamples it).
+        contract_size = source.preprocessing.image_size
+        if contract_size is not None:
+            arguments["image_size"] = tuple(int(s) for s in contract_size)
     arguments.update(kwargs)
     arguments.setdefault("preprocessing", source.preprocessing)
     model = ViT(plan.spec, **arguments)
@@ -170,14 +201,27 @@ def from_pretrained(
         model,
         checkpoint,
         keep_pre_logits=None if arguments.get("representation_size") else False,
-        resample_method="bicubic_antialias" if source.kind == "timm" else "bilinear",
+        resample_method=resample_method or sources.resample_convention(source),
     )
     if source.class_names and getattr(model, "class_names", None) is None:
         head = [layer for layer in model.layers if layer.name == names.HEAD]
         if head and int(head[0].units) == len(source.class_names):
             model.class_names = source.class_names
     model._pretrained_source = source  # for save_pretrained's model card
+    model.pretrained_cfg = cfg_of_source(source)
     return model
+
+
+def _read(source, heads):
+    """The source's checkpoint; a downloaded file that does not read (cut
+    short, corrupt) gets the step that replaces it."""
+    try:
+        return from_source(source, heads)
+    except CheckpointError as error:
+        if source.kind == "tag" or source.location.startswith("hf://"):
+            step = registry.REFETCH.format(name=source.name)
+            raise CheckpointError(f"{error} It is a cached download: {step}") from error
+        raise
 
 
 def _with_pool_heads(heads, source, config):
@@ -244,6 +288,8 @@ def save_pretrained(
     metrics: dict | None = None,
     recipe: dict | None = None,
     overwrite: bool = False,
+    repo_id: str | None = None,
+    model_card: dict | None = None,
 ) -> str:
     """Writes `model` as a folder `from_pretrained` (and timm) reads.
 
@@ -254,8 +300,11 @@ def save_pretrained(
       rebuild the model exactly (variant sizes, `EncoderOptions`, image
       size, preprocessing, class names);
     - `model.safetensors`: the weights in timm's key layout;
-    - `README.md`: a model card (architecture, source checkpoint, licence,
-      preprocessing, the recipe and metrics when given).
+    - `README.md`: a model card (`keras_vit.model_card`): front matter the
+      Hub reads (`library_name: timm`, `pipeline_tag`, licence, datasets,
+      metric names, tags), a keras_vit and a timm snippet that load the
+      folder (or `repo_id`), the architecture, source checkpoint,
+      preprocessing, licence, and the recipe and metrics when given.
 
     The folder is written whole or not at all: into a hidden staging folder
     next to it (`.<name>.partial-<pid>-<token>@<host>`), renamed into place
@@ -285,6 +334,11 @@ def save_pretrained(
         metrics: E.g. `{"top1": 0.81}`, for the model card.
         recipe: The training config, for the model card.
         overwrite: Replace an existing folder.
+        repo_id: The Hub repository (`"org/name"`) the card's snippets load
+            from; defaults to the folder.
+        model_card: Card fields, as timm's `push_to_hf_hub(model_card=...)`
+            takes them (`description`, `details`, `citation`, `datasets`,
+            `license`, ...: `keras_vit.model_card.CARD_FIELDS`).
 
     Returns:
         The folder's path.
@@ -296,6 +350,8 @@ def save_pretrained(
         keras_vit.atomic.NotWritable: The file system is read-only, or the
             folder's parent may not be written in (one-line message).
         keras_vit.paths.UnsupportedPath: A URL no file system here takes.
+        TypeError, ValueError: Bad `model_card` fields (an unknown one, or a
+            licence other than `license`).
 
     Example:
 
@@ -305,6 +361,7 @@ def save_pretrained(
     ```
     """
     folder = os.fspath(folder)
+    fields = card_fields(model_card, license)  # checked before anything is written
     paths.check(folder, "folder")
     url = paths.is_url(folder)
     if url:
@@ -324,9 +381,13 @@ def save_pretrained(
             raise _exists(folder)
         atomic.check_writable(str(target))
     layout = ViTLayout.of(model)
-    config, tensors, card = _pretrained_files(
-        model, layout, class_names, license, metrics, recipe
+    config, tensors = _pretrained_files(
+        model, layout, class_names, fields.get("license")
     )
+    card = render_card(
+        config, metrics=metrics, recipe=recipe, repo_id=repo_id, folder=folder,
+        fields=fields,
+    )  # fmt: skip
     if url:
         _save_to_url(folder, config, tensors, card)
         return folder
@@ -408,7 +469,7 @@ def _write_safetensors(tensors: dict, path: str) -> None:
     )
 
 
-def _pretrained_files(model, layout, class_names, license_, metrics, recipe):
+def _pretrained_files(model, layout, class_names, license_):
     options = layout.encoder_options
     block = layout.block(0).get_config()
     embedding = layout.embedding.get_config()
@@ -434,7 +495,11 @@ def _pretrained_files(model, layout, class_names, license_, metrics, recipe):
         )
     preprocessing = preprocessing_of(model)
     source = getattr(model, "_pretrained_source", None)
-    license_ = license_ or (source.license if source is not None else None)
+    license_ = (
+        license_
+        or (source.license if source is not None else None)
+        or (getattr(model, "pretrained_cfg", None) or {}).get("license")
+    )
     representation = params.get("pre_logits/kernel")
     ours = {
         "version": __version__,
@@ -455,6 +520,10 @@ def _pretrained_files(model, layout, class_names, license_, metrics, recipe):
         "preprocessing": preprocessing.get_config(),
         "class_names": None if class_names is None else list(class_names),
         "source": None if source is None else source.name,
+        # How its source resamples a position table (reloading at another size).
+        "resample_method": None
+        if source is None
+        else sources.resample_convention(source),
         "license": license_,
     }
     model_class = "Eva" if eva else "VisionTransformer"
@@ -480,14 +549,11 @@ def _pretrained_files(model, layout, class_names, license_, metrics, recipe):
             "global_pool": _TIMM_POOL.get(options.pooling, "token"),
             "init_values": options.layer_scale_init,
         }  # fmt: skip
-    cfg = {
-        **preprocessing.to_timm(image_size),
-        "num_classes": num_classes,
-        "first_conv": "patch_embed.proj",
-        "classifier": "head",  # timm's classifier attribute
-    }
+    full_cfg = _saved_pretrained_cfg(model, preprocessing, image_size, num_classes)
     if license_:
-        cfg["license"] = license_
+        full_cfg["license"] = license_
+    cfg = for_timm_folder(full_cfg)
+    ours["pretrained_cfg"] = full_cfg
     config = {
         "architecture": architecture,
         "num_classes": num_classes,
@@ -499,59 +565,36 @@ def _pretrained_files(model, layout, class_names, license_, metrics, recipe):
     if class_names is not None:
         config["label_names"] = list(class_names)
     config["keras_vit"] = ours
-    card = _model_card(model, ours, preprocessing, architecture, metrics, recipe)
-    return config, tensors, card
+    return config, tensors
+
+
+# What no longer holds once the resolution changed.
+_SIZE_FIELDS = (
+    "test_input_size", "test_crop_pct", "min_input_size", "pool_size",
+    "test_pool_size", "fixed_input_size",
+)  # fmt: skip
+
+
+def _saved_pretrained_cfg(model, preprocessing, image_size, num_classes) -> dict:
+    """The pretrained config a saved folder records: the model's checkpoint's
+    (where it came from, its tag and licence, its test size), with the
+    model's own contract, size and classes."""
+    recorded = dict(getattr(model, "pretrained_cfg", None) or {})
+    contract = preprocessing.to_timm(image_size)
+    if recorded.get("input_size") != contract.get("input_size"):
+        for key in _SIZE_FIELDS:
+            recorded.pop(key, None)
+    return {
+        **recorded,
+        **contract,
+        "num_classes": num_classes,
+        "first_conv": "patch_embed.proj",
+        "classifier": "head",  # timm's classifier attribute
+    }
 
 
 def _options_config(options) -> dict:
     return dataclasses.asdict(options)  # a RotaryOptions as its dict
-
-
-def _model_card(model, ours, preprocessing, architecture, metrics, recipe) -> str:
-    lines = [
-        "---",
-        "library_name: keras",
-        "tags: [keras_vit, image-classification, vision-transformer]",
-    ]
-    if ours.get("license"):
-        lines.append(f"license: {ours['license']}")
-    lines += ["---", "", f"# {model.name}", ""]
-    lines.append(
-        f"A Vision Transformer saved by keras_vit {ours['version']}: width "
-        f"{ours['hidden_dim']}, depth {ours['depth']}, {ours['num_heads']} heads, "
-        f"MLP {ours['mlp_dim']}, patch {ours['patch_size']}, "
-        f"{ours['image_size'][0]}x{ours['image_size'][1]} px, "
-        f"{ours['num_classes'] or 'no'} classes."
-    )
-    lines += ["", "## Use", "", "```python", "import keras_vit", "",
-              'model = keras_vit.from_pretrained("<this folder or hf://org/repo>")',
-              'keras_vit.predict(model, "image.jpg")', "```", ""]  # fmt: skip
-    lines += [
-        f"timm reads the weights as `{architecture}` with the `model_args` of "
-        "`config.json`.",
-        "",
-        "## Preprocessing",
-        "",
-        preprocessing.describe() + ".",
-        "",
-    ]
-    if ours.get("source"):
-        lines += [
-            "## Source",
-            "",
-            f"Fine-tuned or converted from `{ours['source']}`.",
-            "",
-        ]
-    if ours.get("license"):
-        lines += ["## Licence", "", f"{ours['license']} (as its source states).", ""]
-    if recipe:
-        recipe_json = json.dumps(recipe, indent=2, sort_keys=True, default=str)
-        lines += ["## Training recipe", "", "```json", recipe_json, "```", ""]
-    if metrics:
-        lines += ["## Metrics", "", "| metric | value |", "|---|---|"]
-        lines += [f"| {k} | {v} |" for k, v in metrics.items()]
-        lines.append("")
-    return "\n".join(lines)
 
 
 @export("keras_vit.push_to_hub")
@@ -563,42 +606,77 @@ def push_to_hub(
     private: bool | None = None,
     revision: str | None = None,
     commit_message: str = "Upload a keras_vit model",
+    create_pr: bool = False,
+    model_card: dict | None = None,
     **save_kwargs,
 ) -> str:
     """Saves `model` with `save_pretrained` and uploads it to the Hub.
 
-    Creates the repository when it does not exist (`huggingface_hub`'s
-    `create_repo(exist_ok=True)`), then uploads the folder in one commit.
+    The folder is written first (nothing is created on the Hub for a model
+    that cannot be saved); then the repository is created when it does not
+    exist (`huggingface_hub`'s `create_repo(exist_ok=True)`) and the folder
+    uploaded in one commit, or as a pull request (`create_pr=True`), as
+    timm's `push_to_hf_hub` does. The card's snippets load the repository:
+    `keras_vit.from_pretrained("hf://org/name")` and
+    `timm.create_model("hf-hub:org/name", pretrained=True)` (with
+    `@revision` when one is given).
 
     Args:
         model: The model.
-        repo_id: `"org/name"`.
+        repo_id: `"org/name"` (a bare `"name"`: the token's user's).
         token: A Hub token; defaults to the stored one.
         private: Whether a new repository is private.
-        revision: The branch to commit to.
+        revision: The branch to commit to (or to open the pull request on).
         commit_message: The commit's message.
+        create_pr: Open a pull request instead of committing.
+        model_card: Card fields, as timm's `push_to_hf_hub(model_card=...)`
+            takes them (`description`, `details`, `usage`, `citation`,
+            `datasets`, `license`, ...: `keras_vit.model_card.CARD_FIELDS`).
         **save_kwargs: `save_pretrained` arguments (`class_names`,
             `license`, `metrics`, `recipe`).
 
     Returns:
-        The URL of the commit, as `huggingface_hub` reports it.
+        The URL of the commit, or of the pull request with `create_pr=True`,
+        as `huggingface_hub` reports it.
+
+    Raises:
+        TypeError, ValueError: Bad `model_card` fields; nothing is uploaded.
 
     Example:
 
     ```python
-    keras_vit.push_to_hub(model, "me/vit-s16-flowers", metrics={"top1": 0.97})
+    keras_vit.push_to_hub(
+        model, "me/vit-s16-flowers", metrics={"top1": 0.97}, license="apache-2.0",
+        model_card={"description": "ViT-S/16 fine-tuned on Oxford Flowers 102."},
+    )
     ```
     """
     huggingface_hub = hub.hub_module()
-    api = huggingface_hub.HfApi(token=token)
+    save_kwargs.pop("overwrite", None)  # a new folder each time
+
+    def save(name: str, staging: str) -> str:
+        card_repo = name if revision in (None, "main") else f"{name}@{revision}"
+        folder = os.path.join(staging, name.replace("/", "--"))
+        return save_pretrained(
+            model, folder, repo_id=card_repo, model_card=model_card, **save_kwargs
+        )
+
     with tempfile.TemporaryDirectory() as staging:
-        folder = save_pretrained(model, os.path.join(staging, "model"), **save_kwargs)
-        api.create_repo(repo_id, private=private, exist_ok=True, token=token)
+        folder = save(repo_id, staging)
+        api = huggingface_hub.HfApi(
+            token=token, library_name="keras_vit", library_version=__version__
+        )
+        created = api.create_repo(repo_id, private=private, exist_ok=True, token=token)
+        named = getattr(created, "repo_id", None) or repo_id
+        if named != repo_id:  # the owner was implicit: the card names it
+            folder = save(named, staging)
         info = api.upload_folder(
-            repo_id=repo_id,
+            repo_id=named,
             folder_path=folder,
             revision=revision,
             commit_message=commit_message,
+            create_pr=create_pr,
             token=token,
         )
-    return str(getattr(info, "commit_url", info))
+    url = getattr(info, "pr_url", None) if create_pr else None
+    return str(url or getattr(info, "commit_url", info))

@@ -236,8 +236,6 @@ def _image(width: int, height: int, seed: int):
 
 def make_images(out: str) -> list:
     """Writes the JPEGs; returns them as Pillow decodes the files, sorted."""
-    from PIL import Image
-
     folder = os.path.join(out, "images")
     with _Staged(folder) as staged:
         for seed, (name, (width, height)) in enumerate(sorted(IMAGES.items())):
@@ -245,6 +243,14 @@ def make_images(out: str) -> list:
             _image(width, height, seed).save(buffer, format="JPEG", quality=90)
             with open(os.path.join(staged, name), "wb") as f:
                 f.write(buffer.getvalue())
+    return read_images(out)
+
+
+def read_images(out: str) -> list:
+    """The JPEGs as Pillow decodes the files, sorted by name."""
+    from PIL import Image
+
+    folder = os.path.join(out, "images")
     images = []
     for name in sorted(os.listdir(folder)):
         with Image.open(os.path.join(folder, name)) as image:
@@ -384,7 +390,8 @@ def _hf_pixels(processor_cls, kwargs: dict, images: list) -> np.ndarray:
 
 def _hf_fixture(
     out: str, folder_name: str, model, processor_cls, pil_cls, kwargs: dict,
-    images: list, seed: int, versions: str, output: str, **save_kwargs,
+    images: list, seed: int, versions: str, output: str, interpolated=None,
+    **save_kwargs,
 ) -> str:  # fmt: skip
     from transformers import AutoImageProcessor
 
@@ -417,12 +424,22 @@ def _hf_fixture(
     float64 = copy.deepcopy(model).double().eval()
     with torch.no_grad():
         logits = getattr(float64(pixel_values=_nchw(pixels)), output).numpy()
+    extra = {}
+    if interpolated is not None:
+        # Another resolution: transformers resamples the position table to
+        # the input (`interpolate_pos_encoding=True`), in float64 here.
+        rng = np.random.default_rng(seed)
+        other = rng.standard_normal(interpolated).astype(np.float32)
+        with torch.no_grad():
+            moved = float64(pixel_values=_nchw(other), interpolate_pos_encoding=True)
+        extra = {"pixels_other": other, "logits_other": getattr(moved, output).numpy()}
     _npz(
         folder + ".npz",
         pixels=pixels,
         pixels_pil=pixels_pil,
         logits=logits,
         versions=np.array(versions),
+        **extra,
     )
     return folder
 
@@ -455,6 +472,7 @@ def make_transformers(out: str, images: list, versions: str) -> None:
         out, "google--vit-base-patch16-224", ViTForImageClassification(config),
         ViTImageProcessor, ViTImageProcessorPil, vit, images, seed=41,
         versions=versions, output="logits", max_shard_size="60KB",
+        interpolated=(2, 48, 40, 3),
     )  # fmt: skip
     shards = [n for n in os.listdir(folder) if n.startswith("model-")]
     files = sorted(os.listdir(folder))
@@ -465,9 +483,12 @@ def make_transformers(out: str, images: list, versions: str) -> None:
         f"not sharded: {files}",
     )
 
+    # As facebook/dinov2-*: the config's image_size (518 there, 64 here) is
+    # the position table's, larger than the processor's crop (224, 32), and
+    # the model resamples the table to each input (interpolate_pos_encoding).
     config = Dinov2Config(
         hidden_size=32, num_hidden_layers=2, num_attention_heads=2, mlp_ratio=2,
-        patch_size=8, image_size=32, layerscale_value=0.1,
+        patch_size=8, image_size=64, layerscale_value=0.1,
     )  # fmt: skip
     # facebook/dinov2-small's preprocessor_config.json, at 36 -> 32 for 256 -> 224.
     dinov2 = dict(
@@ -625,16 +646,24 @@ def check_versions(versions: str) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=os.path.join("tests", "fixtures", "hub"))
+    parser.add_argument(
+        "--only",
+        choices=("timm", "transformers", "metadata"),
+        help="Write one part only (the JPEGs are then read, not rewritten).",
+    )
     args = parser.parse_args()
     os.makedirs(args.out, exist_ok=True)
     print(base._guard_torchvision())  # timm and transformers import torchvision
     torch.manual_seed(0)
     versions = _versions()
     check_versions(versions)
-    images = make_images(args.out)
-    make_timm(args.out, images, versions)
-    make_transformers(args.out, images, versions)
-    make_metadata(args.out)
+    images = read_images(args.out) if args.only else make_images(args.out)
+    if args.only in (None, "timm"):
+        make_timm(args.out, images, versions)
+    if args.only in (None, "transformers"):
+        make_transformers(args.out, images, versions)
+    if args.only in (None, "metadata"):
+        make_metadata(args.out)
     total = 0
     for root, _, files in sorted(os.walk(args.out)):
         for name in sorted(files):

@@ -112,13 +112,15 @@ class _FakeApi:
     calls: list = []
     store: str = ""
 
-    def __init__(self, token=None):
+    def __init__(self, token=None, **kwargs):
         self.token = token
 
     def create_repo(self, repo_id, private=None, exist_ok=False, token=None):
         _FakeApi.calls.append(("create_repo", repo_id, private, exist_ok))
 
-    def upload_folder(self, repo_id, folder_path, revision, commit_message, token):
+    def upload_folder(
+        self, repo_id, folder_path, revision, commit_message, create_pr, token
+    ):
         _FakeApi.calls.append(("upload_folder", repo_id, revision, commit_message))
         shutil.copytree(folder_path, os.path.join(_FakeApi.store, repo_id))
 

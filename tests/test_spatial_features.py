@@ -5,7 +5,8 @@
 first. Checked on tiny models against the token sequences of the same
 model (registers, distillation, no class token, dynamic size, padding,
 hybrid), and against timm 1.0.31's `forward_intermediates(...,
-output_fmt="NHWC")` on the Hub fixtures of `tests/fixtures/hub/`.
+output_fmt="NCHW")` maps, transposed to channels last, on the Hub fixtures
+of `tests/fixtures/hub/`.
 """
 
 from __future__ import annotations

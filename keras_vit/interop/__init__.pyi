@@ -7,6 +7,8 @@ the names are defined, and from the model zoo: do not edit.
 
 from . import keras_hub as keras_hub
 from . import keras_hub_dinov3 as keras_hub_dinov3
+from . import keras_hub_preset as keras_hub_preset
 from .keras_hub import from_keras_hub as from_keras_hub
 from .keras_hub import keras_hub_checkpoint as keras_hub_checkpoint
 from .keras_hub import to_keras_hub as to_keras_hub
+from .keras_hub_preset import save_keras_hub_preset as save_keras_hub_preset

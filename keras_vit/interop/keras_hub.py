@@ -19,6 +19,11 @@ registers and gated MLP are the DINOv3 family's):
 - `to_keras_hub(model)` builds the keras-hub model of a keras_vit model and
   writes its variables from `keras_vit.weights.from_model(model)`, all
   checked before any is assigned.
+- `save_keras_hub_preset(model, folder)`
+  (`keras_vit.interop.keras_hub_preset`) writes that model as a keras-hub
+  preset folder, with the model's preprocessing as its image converter:
+  keras-hub's `from_preset` does not read `save_pretrained`'s timm folders
+  (its timm loader has no ViT).
 
 What one side has and the other lacks is refused in one line naming it
 (keras-hub's `"gap"` pooling averages the class token too; keras_vit's

@@ -17,12 +17,13 @@ class TokenGrid(keras.layers.Layer):
     A ViT's sequence is `[prefix tokens, patches]`, the patches in the
     row-major order of the patch embedding. This layer removes the
     `num_prefix_tokens` (class, distillation and register tokens) and
-    returns the patches as a map `(batch, h, w, dim)` for dense tasks, as
-    timm's `forward_intermediates(..., output_fmt="NHWC")`. The grid is read
-    in the graph from `grid_source`, the tensor the patch embedding ran on
-    (the images, padded images, or a hybrid's ResNet map): its height and
-    width floor-divided by `patch_size`, as the embedding's convolution
-    computes them. So a dynamic-size model gives each batch's grid.
+    returns the patches as a map `(batch, h, w, dim)` for dense tasks:
+    timm's `forward_intermediates(..., output_fmt="NCHW")` maps, channels
+    last. The grid is read in the graph from `grid_source`, the tensor the
+    patch embedding ran on (the images, padded images, or a hybrid's ResNet
+    map): its height and width floor-divided by `patch_size`, as the
+    embedding's convolution computes them. So a dynamic-size model gives
+    each batch's grid.
 
     Args:
         num_prefix_tokens: Tokens before the patches, dropped. Defaults to 0.

@@ -21,7 +21,9 @@ from . import vit as vit
 from . import vit_architecture as vit_architecture
 from . import zoo as zoo
 from .architectures import LayoutError as LayoutError
+from .features import FeatureInfo as FeatureInfo
 from .features import feature_extractor as feature_extractor
+from .features import feature_info as feature_info
 from .functional import OptimizerFirstModel as OptimizerFirstModel
 from .layout import ModelLayout as ModelLayout
 from .layout import ViTLayout as ViTLayout

@@ -10,6 +10,10 @@ isinstance(model, OptimizerFirstModel)  # True: a functional keras.Model
 
 from __future__ import annotations
 
+import json
+import types
+from collections.abc import Mapping
+
 import keras
 
 from keras_vit._export import export
@@ -75,11 +79,33 @@ class OptimizerFirstModel(keras.Model):
             names = tuple(str(n) for n in names)
         object.__setattr__(self, "_class_names", names)
 
+    @property
+    def pretrained_cfg(self) -> Mapping | None:
+        """The checkpoint the weights came from, in timm's `pretrained_cfg`
+        vocabulary (`hf_hub_id`, `tag`, `license`, `input_size`,
+        `test_input_size`, `pool_size`, `mean`, `std`, ...), read-only; `None`
+        for a model not loaded from a named checkpoint. Kept by `.keras`
+        files and `keras_vit.save_pretrained` (see
+        `keras_vit.weights.pretrained_cfg`)."""
+        return getattr(self, "_pretrained_cfg", None)
+
+    @pretrained_cfg.setter
+    def pretrained_cfg(self, cfg):
+        if cfg is not None:
+            if not isinstance(cfg, Mapping):
+                raise TypeError(
+                    f"`pretrained_cfg` must be a mapping; got {type(cfg).__name__}."
+                )
+            cfg = types.MappingProxyType(json.loads(json.dumps(dict(cfg))))
+        object.__setattr__(self, "_pretrained_cfg", cfg)
+
     def get_config(self):
         config = super().get_config()
         config["preprocessing"] = self.preprocessing.get_config()
         if self.class_names is not None:
             config["class_names"] = list(self.class_names)
+        if self.pretrained_cfg is not None:
+            config["pretrained_cfg"] = json.loads(json.dumps(dict(self.pretrained_cfg)))
         return config
 
     @classmethod
@@ -87,7 +113,9 @@ class OptimizerFirstModel(keras.Model):
         config = dict(config)
         preprocessing = config.pop("preprocessing", None)
         class_names = config.pop("class_names", None)
+        pretrained_cfg = config.pop("pretrained_cfg", None)
         model = super().from_config(config, custom_objects=custom_objects)
         model.preprocessing = preprocessing
         model.class_names = class_names
+        model.pretrained_cfg = pretrained_cfg
         return model

@@ -348,13 +348,18 @@ class ViTLayout(ModelLayout):
             )
         # Images -> what the patch embedding runs on, inferred on a probe size
         # (shapes only, nothing is computed): its downsampling times the patch.
-        probe = 1024
+        # Every usual stride divides the probe, so a padded model's padding
+        # adds nothing to it.
+        probe = 2**6 * 3**2 * 5 * 7  # 20160
         stem = keras.Model(self.model.inputs[0], self.embedding.input)
         shape = stem.compute_output_spec(
             keras.KerasTensor((1, probe, probe, self.channels))
         ).shape
         patch = self.grid_layer.patch_size
-        return (probe // shape[1] * patch[0], probe // shape[2] * patch[1])
+        return (
+            round(probe / shape[1]) * patch[0],
+            round(probe / shape[2]) * patch[1],
+        )
 
     @property
     def native_image_size(self) -> tuple[int, int]:

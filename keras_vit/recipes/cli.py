@@ -158,6 +158,12 @@ def add_pretrained_model_argument(parser: argparse.ArgumentParser) -> None:
         help="a .keras file, or a name keras_vit.from_pretrained loads (e.g. "
         "vit_base_patch16_224.augreg2_in21k_ft_in1k, a tag, hf://org/repo)",
     )
+    parser.add_argument(
+        "--force-download",
+        action="store_true",
+        help="download the --model checkpoint's files again even when cached "
+        "(a cached file cut short or corrupt)",
+    )
 
 
 def positive_int_arg(text: str) -> int:
@@ -195,8 +201,9 @@ def add_model_arguments(parser: argparse.ArgumentParser, size_flag: str) -> None
     source.add_argument("--variant", help='a variant to build, e.g. "B/16" or "test/4"')
     parser.add_argument(
         "--weights",
-        help="weights for --variant: a keras_vit.weights tag or a checkpoint "
-        "file (.npz, .safetensors, .keras, .weights.h5)",
+        help="weights for --variant: a keras_vit.weights tag, a checkpoint name "
+        "(hf://org/repo, a timm name) or a checkpoint file (.npz, .safetensors, "
+        ".keras, .weights.h5)",
     )
     parser.add_argument(
         "--num-classes",

@@ -36,9 +36,12 @@ output is written whole or not at all, and what a killed conversion left
 next to it is removed by the next one. The output may be a URL
 (`gs://bucket/my-vit`, written through `tf.io.gfile`); `gs:/bucket` (a
 slash missing) is refused, never made a local folder. Argument errors are
-one line (`error: ...`, exit status 2); a checkpoint that does not fit, a
-full or read-only disk or a bucket out of reach exits with 1, Ctrl-C with
-130 (SIGTERM 143), in one line, leaving the output as it was.
+one line (`error: ...`, exit status 2), among them a checkpoint name that
+names nothing or whose files cannot be found (not on the Hub, or not in the
+Hub cache when offline, where the two cannot be told apart); a checkpoint
+that does not fit, a full or read-only disk or a bucket out of reach exits
+with 1, Ctrl-C with 130 (SIGTERM 143), in one line, leaving the output as
+it was.
 """
 
 from __future__ import annotations
@@ -486,6 +489,7 @@ def _write_output(args, parser, pretrained: bool) -> int:
     except paths.UnsupportedPath as error:
         cli.fail(str(error))
     from keras_vit.weights.errors import CheckpointError
+    from keras_vit.weights.errors import WeightsNotFoundError
 
     try:
         if paths.exists(args.output) and not args.overwrite:
@@ -494,6 +498,8 @@ def _write_output(args, parser, pretrained: bool) -> int:
             )
         atomic.check_writable(args.output)
         to_pretrained(args) if pretrained else convert(args)
+    except WeightsNotFoundError as error:  # A name whose files are not found.
+        cli.fail(" ".join(str(error).split()))
     except (CheckpointError, FileNotFoundError, ImportError) as error:
         cli.report_error(str(error))
         return cli.EXIT_FAILED

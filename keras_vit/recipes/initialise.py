@@ -4,8 +4,10 @@ Steps of `recipes.train` that apply to any architecture that takes them
 (its `ModelArchitecture.run_fields`; a config that sets one its
 architecture does not take is refused when it is made):
 
-- `check_init_from`: a file `init_from` names exists (before anything is
-  written; before TensorFlow, on the command line);
+- `check_init_from`: `init_from` names something to load: a file that
+  exists, a checkpoint name `keras_vit.from_pretrained` takes (found by
+  `keras_vit.weights.resolve`, cached or downloaded, before anything is
+  written) or a weights tag;
 - `initialise`: the weights of `init_from` loaded into the built model (its
   notes printed: head kept or zeroed, position embeddings resampled), then
   LoRA adapters (`lora_rank`);
@@ -15,7 +17,7 @@ architecture does not take is refused when it is made):
 Example:
 
 ```python
-check_init_from(config, urls=True)
+check_init_from(config, urls=True, resolve=True)
 model = architectures.named(config.architecture).build(config, num_classes)
 initialise(model, config, say=print)
 ```
@@ -30,18 +32,48 @@ from keras_vit import paths
 from keras_vit.recipes.configs.base import ConfigError
 from keras_vit.recipes.configs.base import TrainConfig
 
+# What a checkpoint file's name ends with (a value without a path separator
+# is a file by its suffix alone).
+_SUFFIXES = (".npz", ".safetensors", ".keras", ".h5", ".pth", ".pth.tar", ".pt")
 
-def check_init_from(config: TrainConfig, urls: bool = False) -> None:
-    """Raises `ConfigError` (one line) when `init_from` names a missing file.
 
-    A value with a path separator or a checkpoint suffix is a file; other
-    values are weights tags, checked when they are loaded. A URL
-    (`gs://bucket/pre.npz`) needs TensorFlow's file systems: it is checked
-    only with `urls=True` (`run` does, before anything is written; the
-    command line's check before TensorFlow is imported passes it over).
+def check_init_from(
+    config: TrainConfig, urls: bool = False, resolve: bool = False
+) -> None:
+    """Raises `ConfigError` (one line) when `init_from` names nothing to load.
+
+    `init_from` takes what `keras_vit.ViT(weights=...)` and
+    `keras_vit.from_pretrained` take:
+
+    - a weights tag (`"augreg_in21k"`): looked up for the config's variant
+      and fetched when the model is built (`initialise`);
+    - a checkpoint name: `hf://org/repo[@revision]`, `hf-hub:org/repo`, a
+      timm name `"<architecture>.<tag>"`, a name of
+      `keras_vit.weights.list_weights()`, or a folder holding a
+      `config.json`. With `resolve=True` it is found here, through
+      `keras_vit.weights.resolve` (the Hub cache, or a download), so that a
+      name that cannot be loaded stops the run before anything is written;
+    - a file: a value with a path separator or a checkpoint suffix must
+      exist. A URL (`gs://bucket/pre.npz`) needs TensorFlow's file systems:
+      it is checked only with `urls=True`.
+
+    Anything else is an unknown name, refused with the closest known names.
+    `run` passes `urls=True, resolve=True`; the command line's check before
+    the run passes them over (they may take time: a download).
+
+    Raises:
+        ConfigError: an unknown name, a missing file, a URL no file system
+            here can open, or a name whose checkpoint cannot be found (not
+            in the Hub cache offline, no such repository, not downloadable:
+            `keras_vit.weights.WeightsNotFoundError`'s message, naming the
+            repository and the cache).
     """
     value = config.init_from
     if not value:
+        return
+    if is_checkpoint_name(value):
+        if resolve and not _is_tag(value):
+            _resolve(value)
         return
     if paths.is_url(value) and not urls:
         return
@@ -50,20 +82,62 @@ def check_init_from(config: TrainConfig, urls: bool = False) -> None:
             paths.check(value, "init_from")
         except paths.UnsupportedPath as error:
             raise ConfigError(str(error)) from None
-    suffixes = (".npz", ".safetensors", ".keras", ".h5", ".pth", ".pth.tar", ".pt")
-    looks_like_file = os.sep in value or "/" in value or value.endswith(suffixes)
+    looks_like_file = os.sep in value or "/" in value or value.endswith(_SUFFIXES)
     if looks_like_file and not paths.isfile(value):
-        what = "is a directory, not" if paths.isdir(value) else "names no"
+        files = "a .npz, .safetensors, .keras, .weights.h5 or torch.save .pth file"
+        if paths.isdir(value):
+            raise ConfigError(
+                f"init_from={value!r} is a directory, not a checkpoint file "
+                f"({files}), nor a pretrained folder (it has no config.json)"
+            )
         raise ConfigError(
-            f"init_from={value!r} {what} checkpoint file (a .npz, .safetensors, "
-            ".keras, .weights.h5 or torch.save .pth file, or a weights tag)"
+            f"init_from={value!r} names no checkpoint file ({files}) and no "
+            "checkpoint name (hf://org/repo, a timm name '<architecture>.<tag>', "
+            "a weights tag)"
         )
+    if not looks_like_file and not os.path.exists(value):
+        from keras_vit.weights.sources import unknown_name_message
+
+        raise ConfigError(f"init_from={value!r}: {unknown_name_message(value)}")
+
+
+def is_checkpoint_name(value) -> bool:
+    """Whether `init_from` is a name the weights library looks up (a tag, a
+    timm name, `hf://org/repo`, a pretrained folder) rather than a file or
+    a URL of a file system."""
+    from keras_vit.weights.sources import is_name
+
+    if not isinstance(value, str) or not value:
+        return False
+    return _is_tag(value) or is_name(value)
+
+
+def _is_tag(value: str) -> bool:
+    """A weights tag (`"augreg_in21k"`), as the loader tells one: no file of
+    that name here."""
+    from keras_vit.weights.registry import is_tag
+
+    return is_tag(value) and not os.path.exists(value)
+
+
+def _resolve(name: str) -> None:
+    """Finds checkpoint `name` (`keras_vit.weights.resolve`) or raises
+    `ConfigError` with the library's one-line reason."""
+    from keras_vit.weights.errors import WeightsNotFoundError
+    from keras_vit.weights.sources import resolve
+
+    try:
+        resolve(name)
+    except (ValueError, ImportError, WeightsNotFoundError) as error:
+        reason = " ".join(str(error).split()) or type(error).__name__
+        raise ConfigError(f"init_from={name!r}: {reason}") from None
 
 
 def initialise(model, config: TrainConfig, say=print) -> None:
     """Starts `model` as `config` says: from `init_from`, then with LoRA.
 
-    Every kind of `init_from` (a tag, an `.npz`, a `.safetensors`, our own
+    Every kind of `init_from` (a tag, a checkpoint name such as
+    `hf://org/repo` or a timm name, an `.npz`, a `.safetensors`, our own
     `.keras` / `.weights.h5`) goes through `keras_vit.weights.load_weights`,
     the call `keras_vit.ViT(weights=...)` makes; it is made here so that its
     notes (head kept or zeroed, position embeddings resampled) are printed.
@@ -78,9 +152,12 @@ def initialise(model, config: TrainConfig, say=print) -> None:
         from keras_vit.weights import load_weights
         from keras_vit.weights.errors import CheckpointError
 
-        try:  # A URL is read from a local copy.
-            with paths.local_copy(config.init_from) as local:
-                notes = load_weights(model, local)
+        try:  # A name is the library's to find; a URL is read from a local copy.
+            if is_checkpoint_name(config.init_from):
+                notes = load_weights(model, config.init_from)
+            else:
+                with paths.local_copy(config.init_from) as local:
+                    notes = load_weights(model, local)
         except OSError as error:  # E.g. removed since `check_init_from`.
             reason = error.strerror or str(error)
             raise ValueError(f"init_from={config.init_from!r}: {reason}") from error
@@ -135,6 +212,7 @@ def init_from_misfit(config: TrainConfig, model, error: Exception) -> str:
     file_keys = architecture.encoder_keys(shapes)
     model_keys = architecture.encoder_keys(ours)
     _token_misfits(file_keys, model_keys, lines, fixes)
+    _class_row_misfit(file_keys, config, lines, fixes)
     file_arch = architecture.describe(shapes, heads_recorded=heads_recorded)
     model_arch = architecture.describe(ours)
     differ = architecture.differences(model_arch, file_arch)
@@ -271,6 +349,30 @@ def _token_misfits(theirs, mine, lines: list, fixes: list) -> None:
             if theirs.layer_scale
             else "--set encoder.layer_scale_init=None"
         )
+
+
+def _class_row_misfit(theirs, config: TrainConfig, lines: list, fixes: list) -> None:
+    """Adds whether the file's position table has a row for the class token
+    (timm's `no_embed_class`: DeiT III, DINOv2, SigLIP have none) where the
+    config's encoder says otherwise. Told by the rows: a square grid with
+    or without the class token's (and distillation token's) rows."""
+    encoder = getattr(config, "encoder", None)
+    if not theirs.class_token or theirs.position_rows is None or encoder is None:
+        return
+    rows = theirs.position_rows
+    embedded = int(theirs.class_token) + int(theirs.distillation)
+    square = [math.isqrt(max(n, 0)) ** 2 == n for n in (rows, rows - embedded)]
+    if square[0] == square[1]:
+        return  # The rows do not tell.
+    file_has_none = square[0]
+    if file_has_none == bool(getattr(encoder, "no_embed_class", False)):
+        return
+    has = ("has none", "has one")
+    lines.append(
+        f"position row of the class token: the file's table {has[not file_has_none]}"
+        f", the config's encoder {has[file_has_none]}"
+    )
+    fixes.append(f"--set encoder.no_embed_class={str(file_has_none).lower()}")
 
 
 def _file_grid(keys) -> tuple[int, int] | None:

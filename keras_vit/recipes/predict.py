@@ -16,7 +16,10 @@ a 1000-class model, else the class indices.
 Every image is checked before the model runs: a file that does not exist or
 is not an image fails the command (exit status 1) with one line naming every
 such file. Argument errors (a bad `--top-k`, a `--model` that cannot be
-loaded, a model without a head) exit with status 2.
+loaded, a model without a head) exit with status 2; so does a checkpoint
+name whose files cannot be found (not on the Hub, or not in the Hub cache
+when offline: offline, a name that exists nowhere cannot be told from one
+not yet downloaded).
 """
 
 from __future__ import annotations
@@ -65,17 +68,30 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def load_named_model(name: str):
+def load_named_model(name: str, force_download: bool = False):
     """The model `--model` names: a `.keras` file (`cli.load_model`) or a
-    name for `keras_vit.from_pretrained`. A model that cannot be loaded is a
-    one-line error, exit status 2 (1 for a file system or network error)."""
+    name for `keras_vit.from_pretrained`.
+
+    A model that cannot be loaded is a one-line error, exit status 2: a
+    file that does not exist or cannot be read, an unknown name, and a
+    checkpoint name whose files cannot be found (`WeightsNotFoundError`:
+    not on the Hub, not downloadable, or not in the Hub cache offline,
+    where a name that exists nowhere cannot be told from one not yet
+    downloaded). Another file system error (a bucket out of reach) exits
+    with 1. `force_download` fetches a named checkpoint's files again.
+    """
     from keras_vit import inference
+    from keras_vit.weights.errors import WeightsNotFoundError
 
     try:
         if name.endswith(".keras"):
             return cli.load_model(name)
+        if force_download:
+            from keras_vit.pretrained import from_pretrained
+
+            return from_pretrained(name, force_download=True)
         return inference.load_model(name)
-    except ValueError as error:
+    except (ValueError, WeightsNotFoundError, ImportError) as error:
         cli.fail(f"--model {name!r}: {_one_line(error)}")
     except OSError as error:
         cli.fail(f"--model {name!r}: {_one_line(error)}", cli.EXIT_FAILED)
@@ -160,7 +176,7 @@ def run(args: argparse.Namespace) -> dict:
     except ValueError as error:  # Every bad file, named in one line.
         cli.fail(_one_line(error), cli.EXIT_FAILED)
     class_names = read_class_names(args.class_names) if args.class_names else None
-    model = load_named_model(args.model)
+    model = load_named_model(args.model, args.force_download)
     try:
         num_classes = inference.check_classifier(model)
         inference.class_names_of(model, class_names, num_classes)

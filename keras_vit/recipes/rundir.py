@@ -235,17 +235,24 @@ def check_paths(config: RunConfig) -> None:
     The run directory, `init_from`, `data_dir` and a `folder:` dataset may
     be URLs (`gs://bucket/...`) of any scheme TensorFlow has a file system
     for (`keras_vit.paths.check`); another scheme (`s3://` without its
-    plugin, `http://`) is refused before anything is written.
+    plugin, `http://`) is refused before anything is written. An
+    `init_from` that is a checkpoint name (`hf://org/repo`, a timm name, a
+    tag) is no path: the weights library finds it.
 
     Raises:
         ConfigError: naming the field, the URL and the usable schemes; or
             the config and the override to give (`require_dataset`).
     """
+    from keras_vit.recipes.initialise import is_checkpoint_name
+
     require_dataset(config)
     dataset = getattr(config, "dataset", "") or ""
+    init_from = getattr(config, "init_from", None)
     fields = [
         ("workdir", config.resolved_workdir()),
-        ("init_from", getattr(config, "init_from", None)),
+        # A checkpoint name (`hf://org/repo`, a timm name, a tag) is the
+        # weights library's to find (`initialise.check_init_from`).
+        ("init_from", None if is_checkpoint_name(init_from) else init_from),
         ("data_dir", getattr(config, "data_dir", None)),
     ]
     if dataset.startswith("folder:"):

@@ -62,7 +62,9 @@ def run(
 
     Raises:
         ConfigError: A config value that cannot be used (e.g. `init_from`
-            names no file), or the backup belongs to another config.
+            names no file, or a checkpoint name that cannot be found: not
+            in the Hub cache offline, or no such repository), or the backup
+            belongs to another config.
         RunFinished: The run directory holds this config's finished run.
         WorkdirBusy: Another live run uses the run directory.
         RunDiverged: The loss became non-finite (`results.json` says where).
@@ -78,7 +80,7 @@ def run(
     """
     from keras_vit.recipes import engine
 
-    check_init_from(config, urls=True)
+    check_init_from(config, urls=True, resolve=True)
     return engine.run(
         RECIPE, config, callbacks, fresh=fresh, allow_changes=allow_changes
     )

@@ -25,8 +25,12 @@ of training (`keras_vit.data.eval_dataset` with the model's contract).
 sorted folder-name order, or split sub-folders `DIR/validation/<class>/`),
 `tfds:NAME` (a TensorFlow Datasets name), or a dataset known by name
 (`digits`, or one a plug-in registers). Without `--split`: a folder's
-`validation` (else `test`) split if it has one, else its images;
-`validation` for TFDS; a named dataset's test split (`test` for digits).
+`validation` (else `test`) split if it has one, else its images (a folder
+whose only split is `train/` is refused: its training images are validated
+with `--split train` only); `validation` for TFDS; a named dataset's test
+split (`test` for digits). A folder that is no dataset (missing, empty,
+images without class sub-folders) is one line saying what it holds and the
+layouts read (`FOLDER_LAYOUTS`), exit status 2.
 
 The dataset's classes must be the model's: as many, in the same order. A
 dataset with another number of classes is refused (exit status 1) naming
@@ -34,7 +38,9 @@ both counts, unless `--class-map` maps each dataset class to a model class:
 `--class-map imagenet` for folders named by ImageNet-1k WordNet ids
 (`n01440764`) or class names (`tench`) and a 1000-class model, or
 `--class-map map.json` holding `{"folder name": model class index}`.
-Argument errors exit with status 2.
+Argument errors exit with status 2, among them a `--model` name that cannot
+be loaded (unknown, or not found: not on the Hub, or not in the Hub cache
+offline; see `keras_vit.recipes.predict.load_named_model`).
 """
 
 from __future__ import annotations
@@ -91,8 +97,25 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# The image folders `--data folder:DIR` reads, for the errors.
+FOLDER_LAYOUTS = (
+    "validate reads folder:DIR as DIR/<class>/<image files> (all its images) or "
+    "as split sub-folders DIR/validation/<class>/<image files> (or test/, "
+    "train/; --split picks one)"
+)
+
+
 def default_split(data: str) -> str:
-    """The split `--data` is evaluated on without `--split`."""
+    """The split `--data` is evaluated on without `--split`.
+
+    A folder's `validation` (else `test`) split; a folder without split
+    sub-folders is one split of all its images, which the data module calls
+    `"train"`.
+
+    Raises:
+        ValueError: a folder whose only split is `train/`: its training
+            images are not validated without `--split train`.
+    """
     from keras_vit import paths
     from keras_vit.data.datasets import named_source
 
@@ -101,9 +124,82 @@ def default_split(data: str) -> str:
         for split in ("validation", "test"):
             if paths.isdir(os.path.join(directory, split)):
                 return split
+        if paths.isdir(os.path.join(directory, "train")):
+            others = sorted(
+                name
+                for name in _entries(directory)
+                if name != "train" and paths.isdir(os.path.join(directory, name))
+            )
+            elsewhere = (
+                f", or --data folder:{os.path.join(directory, others[0])} to "
+                f"validate on the images in {others[0]}/"
+                if others
+                else ""
+            )
+            raise ValueError(
+                f"--data {data} has a train/ split but no validation/ or test/ "
+                f"one: pass --split train to validate on its training images"
+                f"{elsewhere}"
+            )
         return "train"
     named = named_source(data)  # "digits", or a plug-in's dataset
     return named.test_split if named is not None else "validation"
+
+
+def data_error(data: str, split: str, given: bool, error: Exception) -> str:
+    """One line: why `--data` (at `split`) cannot be read.
+
+    For a folder that is no dataset (missing, empty, image files without
+    class sub-folders) the line says what the folder holds and the layouts
+    `validate` reads (`FOLDER_LAYOUTS`), naming the split only where
+    `--split` gave it (`given`): the default split of a folder without
+    split sub-folders is all its images. Other errors keep their own words.
+    """
+    if not data.startswith("folder:"):
+        return f"--data {data} split {split!r}: {error}"
+    directory = data[len("folder:") :]
+    problem = folder_problem(directory)
+    if problem is not None:
+        where = f"--data {data}" + (f" split {split!r}" if given else "")
+        return f"{where}: {problem}; {FOLDER_LAYOUTS}"
+    return f"--data {data} split {split!r}: {error}"
+
+
+def folder_problem(directory: str) -> str | None:
+    """What keeps `directory` from being an image folder, or `None`: it does
+    not exist, is empty, or holds files but no class sub-folders."""
+    from keras_vit import paths
+
+    if not paths.isdir(directory):
+        if paths.exists(directory):
+            return f"{directory!r} is a file, not a folder"
+        return f"there is no folder {directory!r}"
+    names = _entries(directory)
+    if any(paths.isdir(os.path.join(directory, n)) for n in names):
+        return None
+    if not names:
+        return f"{directory!r} is an empty folder"
+    images = [n for n in names if n.lower().endswith(_image_extensions())]
+    count, kind = (len(images), "image file") if images else (len(names), "file")
+    held = f"{count} {kind}{'' if count == 1 else 's'}"
+    return f"{directory!r} holds {held} but no class sub-folders to label them"
+
+
+def _entries(directory: str) -> list[str]:
+    """The names in `directory`, hidden ones (`.DS_Store`) aside."""
+    from keras_vit import paths
+
+    try:
+        names = paths.listdir(directory)
+    except OSError:
+        return []
+    return sorted(n.rstrip("/") for n in names if not n.startswith("."))
+
+
+def _image_extensions() -> tuple[str, ...]:
+    from keras_vit.data.datasets import IMAGE_EXTENSIONS
+
+    return IMAGE_EXTENSIONS
 
 
 def class_mapping(spec: str, dataset_classes, num_classes: int):
@@ -329,12 +425,15 @@ def run(args: argparse.Namespace) -> dict:
     from keras_vit.data import load_source
     from keras_vit.models.preprocessing import preprocessing_of
 
-    split = args.split or default_split(args.data)
+    try:
+        split = args.split or default_split(args.data)
+    except ValueError as error:  # A folder whose only split is train/.
+        cli.fail(str(error))
     try:
         source = load_source(args.data, split, data_dir=args.data_dir)
     except ValueError as error:  # Also `DatasetError`.
-        cli.fail(f"--data {args.data} split {split!r}: {error}")
-    model = load_named_model(args.model)
+        cli.fail(data_error(args.data, split, args.split is not None, error))
+    model = load_named_model(args.model, args.force_download)
     try:
         num_classes = inference.check_classifier(model)
         size = inference.image_size_of(model)

@@ -15,6 +15,7 @@ from . import formats as formats
 from . import hub as hub
 from . import keys as keys
 from . import loader as loader
+from . import pretrained_cfg as pretrained_cfg
 from . import qkv_bias as qkv_bias
 from . import registry as registry
 from . import sources as sources

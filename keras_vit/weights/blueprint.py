@@ -39,6 +39,12 @@ from keras_vit.weights.errors import CheckpointError
 # timm's `global_pool` -> keras_vit's pooling.
 TIMM_POOLING = {"token": "token", "avg": "gap", "map": "map", "avgmax": None}
 _GELU_TANH = ("gelu_pytorch_tanh", "gelu_new", "gelu_fast", "gelu_tanh")
+# The `layer_norm_eps` default of transformers' config classes, for a config
+# that does not state it.
+_TRANSFORMERS_EPSILON = {
+    "vit": 1e-12, "dinov2": 1e-6, "dinov2_with_registers": 1e-6,
+    "siglip_vision_model": 1e-6, "siglip": 1e-6,
+}  # fmt: skip
 
 
 @dataclasses.dataclass(frozen=True)
@@ -130,6 +136,14 @@ def blueprint(
     mlp_out = shapes.get(keys.MLP_2.format(i=0) + "/kernel")
     swiglu = bool(mlp_in and mlp_out and mlp_in[-1] == 2 * mlp_out[0])
     mlp_dim = mlp_out[0] if mlp_out else arch.mlp_dim
+    if num_heads is None:
+        raise CheckpointError(
+            f"{name!r} does not record its attention heads (a fused qkv "
+            "projection does not show them): its config.json has no "
+            "model_args.num_heads, and its architecture "
+            f"{config.get('architecture')!r} no size word keras_vit knows. "
+            "Build the model with keras_vit.ViT and load_weights(model, <file>)."
+        )
     spec = _spec(arch, mlp_dim, num_heads)
     hints = _hints(kind, config)
     family = hints.get("family_options") or EncoderOptions()
@@ -282,6 +296,12 @@ def _hints(kind: str, config: Mapping) -> dict:
             hints["image_size"] = tuple(int(s) for s in size)
         hints["gelu_tanh"] = str(vision.get("hidden_act", "")) in _GELU_TANH
         hints["pooling"] = "token"
+        # transformers' LayerNorm epsilon: its config's, else its class's
+        # default (ViT's 1e-12 differs from the 1e-6 of timm and the paper).
+        model_type = str(vision.get("model_type", config.get("model_type", "")))
+        epsilon = vision.get("layer_norm_eps", _TRANSFORMERS_EPSILON.get(model_type))
+        if epsilon is not None:
+            hints["family_options"] = EncoderOptions(layer_norm_epsilon=float(epsilon))
     return hints
 
 

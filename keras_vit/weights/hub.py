@@ -45,12 +45,15 @@ class HubOptions:
             (`$HF_HUB_CACHE`, `$HF_HOME/hub`).
         local_files_only: Read the cache only, never the network; `None`
             follows `HF_HUB_OFFLINE`.
+        force_download: Download the files again even when cached (a
+            truncated or corrupt cached file is then replaced).
     """
 
     revision: str | None = None
     token: str | bool | None = None
     cache_dir: str | None = None
     local_files_only: bool | None = None
+    force_download: bool = False
 
 
 def hub_module():
@@ -104,6 +107,7 @@ def download(repo_id: str, filename: str, options: HubOptions, *, missing_ok=Fal
             token=options.token,
             cache_dir=options.cache_dir,
             local_files_only=bool(options.local_files_only),
+            force_download=bool(options.force_download),
             library_name="keras_vit",
         )
     except errors.LocalEntryNotFoundError as error:

@@ -25,12 +25,19 @@ import keras
 
 from keras_vit._export import export
 from keras_vit.models import zoo
+from keras_vit.models.zoo import timm_catalog
 from keras_vit.models.zoo.registry import BUCKET_URL as BASE_URL  # noqa: F401
 from keras_vit.models.zoo.registry import HF_URL  # noqa: F401
 from keras_vit.models.zoo.registry import PretrainedWeights
 from keras_vit.weights.errors import WeightsNotFoundError
 
 CACHE_SUBDIR = "keras_vit"
+# The step that replaces a bad cached file (huggingface_hub re-links a
+# cached blob of the same name: deleting the link does not help).
+REFETCH = (
+    "download it again: keras_vit.from_pretrained({name!r}, force_download=True) "
+    "(command line: --force-download)."
+)
 
 
 class _Checkpoints(Sequence):
@@ -43,19 +50,38 @@ class _Checkpoints(Sequence):
     def __len__(self) -> int:
         return len(zoo.checkpoints())
 
+    def __iter__(self):  # One reading of the zoo, not one per row.
+        return iter(zoo.checkpoints())
+
 
 PRETRAINED_WEIGHTS: Sequence[PretrainedWeights] = _Checkpoints()
 export("keras_vit.weights.PRETRAINED_WEIGHTS").constant(__name__, "PRETRAINED_WEIGHTS")
 
 
 @export("keras_vit.weights.list_weights")
-def list_weights(pattern: str | None = None) -> list[PretrainedWeights]:
-    """The known checkpoints, all or those a pattern selects.
+def list_weights(
+    pattern: str | None = None, *, family: str | None = None
+) -> list[PretrainedWeights]:
+    """Every checkpoint `keras_vit.from_pretrained` loads by name, all or
+    those a pattern selects.
+
+    The package's own table (the original `.npz` files and the zoo's timm
+    checkpoints, `PRETRAINED_WEIGHTS`), then every other timm checkpoint
+    keras_vit builds (`keras_vit.models.zoo.timm_catalog`: timm's
+    `list_models(pretrained=True)` over the ViT and EVA architectures,
+    each checked against timm). Each row has its family, variant (sizes),
+    licence, input contract (`preprocessing`) and `pinned`: whether its Hub
+    revision and SHA-256 are known. None of the Hub rows is pinned: they
+    are read at their repository's `main` (pin one with
+    `from_pretrained(name, revision=...)`).
 
     Args:
         pattern: A variant (`"B/16"`, `"R50+B/16"`), a name or tag, or a
             shell-style wildcard matched against names, tags and variants
-            (`"*augreg*"`, `"deit3_*"`, `"*/14"`); `None` for all.
+            (`"vit_tiny*"`, `"*augreg*"`, `"deit3_*"`, `"*/14"`); `None`
+            for all.
+        family: Only this family's (`keras_vit.models.zoo.named`), e.g.
+            `"dinov2"` or `"vit"`.
 
     Returns:
         A list of `PretrainedWeights` (each `.name` loads with
@@ -63,16 +89,26 @@ def list_weights(pattern: str | None = None) -> list[PretrainedWeights]:
 
     Example:
 
-    >>> [w.tag for w in keras_vit.weights.list_weights("H/14")]
+    >>> [w.name for w in keras_vit.weights.list_weights("vit_tiny_patch16_224*")]
+    ['vit_tiny_patch16_224.augreg_in21k', 'vit_tiny_patch16_224.augreg_in21k_ft_in1k']
+    >>> [w.tag for w in keras_vit.weights.list_weights("H/14", family="vit")][:1]
     ['imagenet21k']
-    >>> len(keras_vit.weights.list_weights("*dinov2*"))
-    4
     """
+    rows = list(PRETRAINED_WEIGHTS)
+    listed = {w.name for w in rows}
+    rows += [w for w in timm_catalog.checkpoints() if w.name not in listed]
+    if family is not None:
+        known = {f.name for f in zoo.families()} | {w.family for w in rows}
+        if family not in known:
+            raise ValueError(
+                f"Unknown family {family!r}; known: {sorted(known - {None})}."
+            )
+        rows = [w for w in rows if w.family == family]
     if pattern is None:
-        return list(PRETRAINED_WEIGHTS)
+        return rows
     return [
         w
-        for w in PRETRAINED_WEIGHTS
+        for w in rows
         if any(fnmatch.fnmatchcase(f, pattern) for f in (w.name, w.tag, w.variant))
     ]
 
@@ -132,7 +168,8 @@ def check_sha256(entry: PretrainedWeights, path: str) -> None:
     if entry.sha256 is not None and _sha256(path) != entry.sha256:
         raise ValueError(
             f"{path!r} does not have the SHA-256 of the {entry.tag!r} "
-            f"{entry.variant} weights ({entry.sha256}); delete it and retry."
+            f"{entry.variant} weights ({entry.sha256}); "
+            + REFETCH.format(name=entry.name)
         )
 
 
@@ -144,12 +181,18 @@ def _sha256(path: str) -> str:
     return digest.hexdigest()
 
 
-def fetch(entry: PretrainedWeights, cache_dir: str | os.PathLike | None = None) -> str:
+def fetch(
+    entry: PretrainedWeights,
+    cache_dir: str | os.PathLike | None = None,
+    *,
+    force_download: bool = False,
+) -> str:
     """The local path of `entry`'s file: cached, or downloaded.
 
     Args:
         entry: A `PretrainedWeights`.
         cache_dir: Overrides the cache root (see `cache_directory`).
+        force_download: Download the file again even when it is cached.
 
     Returns:
         The path to the `.npz` (or timm `.safetensors`) file.
@@ -161,7 +204,7 @@ def fetch(entry: PretrainedWeights, cache_dir: str | os.PathLike | None = None) 
     """
     directory = cache_directory(cache_dir)
     path = os.path.join(directory, entry.file_name)
-    if not os.path.exists(path):
+    if not os.path.exists(path) or force_download:
         try:
             path = keras.utils.get_file(
                 fname=entry.file_name,
@@ -170,6 +213,7 @@ def fetch(entry: PretrainedWeights, cache_dir: str | os.PathLike | None = None) 
                 hash_algorithm="sha256",
                 cache_subdir=CACHE_SUBDIR,
                 cache_dir=os.path.dirname(directory),
+                force_download=force_download,
             )
         except Exception as error:  # offline, DNS, HTTP errors, ...
             raise WeightsNotFoundError(

@@ -38,6 +38,7 @@ from collections.abc import Mapping
 
 from keras_vit._export import export
 from keras_vit.models.preprocessing import Preprocessing
+from keras_vit.models.zoo import timm_catalog
 from keras_vit.weights import hub
 from keras_vit.weights import registry
 from keras_vit.weights.errors import WeightsNotFoundError
@@ -49,6 +50,8 @@ CONFIG = "config.json"
 PREPROCESSOR = "preprocessor_config.json"  # transformers
 KERAS_HUB_PREPROCESSOR = "preprocessor.json"
 KERAS_HUB_WEIGHTS = "model.weights.h5"
+# A keras-hub backbone preset's image converter, when it has no preprocessor.
+KERAS_HUB_IMAGE_CONVERTER = "image_converter.json"
 
 # Names ending so are file paths (a missing file), never checkpoint names.
 _FILE_SUFFIXES = (
@@ -87,6 +90,25 @@ class Source:
     license: str | None = None
     entry: registry.PretrainedWeights | None = None
     folder: str | None = None
+
+
+# How each library resamples a position table to another grid
+# (`keras_vit.resample`'s named modes): the convention a checkpoint follows
+# when it is loaded at another resolution.
+RESAMPLE_CONVENTIONS = {
+    "timm": "timm",  # resample_abs_pos_embed: bicubic, antialiased
+    "transformers": "huggingface",  # interpolate_pos_encoding: bicubic
+    "tag": "reference",  # the original scipy.ndimage.zoom(order=1)
+    "keras_hub": "reference",
+}
+
+
+def resample_convention(source: Source) -> str:
+    """The resampling mode of the library that wrote `source` (a folder
+    `save_pretrained` wrote: that of the checkpoint it came from)."""
+    if source.kind == "keras_vit":
+        return source.config["keras_vit"].get("resample_method") or "reference"
+    return RESAMPLE_CONVENTIONS.get(source.kind, "reference")
 
 
 def is_name(weights) -> bool:
@@ -146,7 +168,7 @@ def resolve(
             source = _from_hub(name, entry.hub_repo, pinned)
             registry.check_sha256(entry, source.files[0])
             return dataclasses.replace(source, entry=entry)
-        return _from_tag(name, entry, cache_dir)
+        return _from_tag(name, entry, cache_dir, options.force_download)
     # keras_vit's own model names ("vit_b16") are no timm architectures.
     ours = {w.name.split(".")[0] for w in registry.PRETRAINED_WEIGHTS}
     ours -= {
@@ -156,11 +178,23 @@ def resolve(
         try:
             return _from_hub(name, f"timm/{name}", options)
         except WeightsNotFoundError as error:
-            hint = _close_names(name)
-            if hint:
-                raise WeightsNotFoundError(f"{error}{hint}") from error
-            raise
+            raise WeightsNotFoundError(f"{error}{_timm_name_note(name)}") from error
     raise ValueError(unknown_name_message(name))
+
+
+def _timm_name_note(name: str) -> str:
+    """What the catalog says of a timm name that could not be fetched: a
+    checkpoint it lists (a download away), or none, with the closest."""
+    if timm_catalog.find(name) is not None:
+        return (
+            f" {name!r} is a checkpoint of timm {timm_catalog.version()} that "
+            "keras_vit loads; it needs one download."
+        )
+    return (
+        f" {name!r} is not among the checkpoints of timm "
+        f"{timm_catalog.version()} that keras_vit loads (a newer one may "
+        f"exist on the Hub).{_close_names(name)}"
+    )
 
 
 def resolve_weights(weights, variant=None) -> tuple[object, Preprocessing | None]:
@@ -210,7 +244,7 @@ def unknown_name_message(name: str) -> str:
 
 def _close_names(name: str) -> str:
     """A "Did you mean ...?" naming the known names closest to `name`, or ""."""
-    known = [w.name for w in registry.PRETRAINED_WEIGHTS] + sorted(
+    known = [w.name for w in registry.list_weights()] + sorted(
         {w.tag for w in registry.PRETRAINED_WEIGHTS}
     )
     close = difflib.get_close_matches(name, known, n=5, cutoff=0.5)
@@ -279,7 +313,13 @@ def _from_hub(name: str, repo: str, options: hub.HubOptions) -> Source:
         extra["processor"] = _read_json(path) if path else {}
     if kind == "keras_hub":
         path = hub.download(repo, KERAS_HUB_PREPROCESSOR, options, missing_ok=True)
-        extra["processor"] = _read_json(path) if path else {}
+        if path is None:
+            path = hub.download(
+                repo, KERAS_HUB_IMAGE_CONVERTER, options, missing_ok=True
+            )
+            extra["processor"] = _converter_only(path)
+        else:
+            extra["processor"] = _read_json(path)
         files = (hub.download(repo, KERAS_HUB_WEIGHTS, options),)
     else:
         files = hub.weight_files(repo, options)
@@ -300,6 +340,9 @@ def _from_folder(name: str, folder: str) -> Source:
         file = PREPROCESSOR if kind == "transformers" else KERAS_HUB_PREPROCESSOR
         path = os.path.join(folder, file)
         extra["processor"] = _read_json(path) if os.path.isfile(path) else {}
+    if kind == "keras_hub" and not extra["processor"]:
+        path = os.path.join(folder, KERAS_HUB_IMAGE_CONVERTER)
+        extra["processor"] = _converter_only(path if os.path.isfile(path) else None)
     if kind == "keras_hub":
         files = (os.path.join(folder, KERAS_HUB_WEIGHTS),)
     else:
@@ -317,6 +360,11 @@ def _from_folder(name: str, folder: str) -> Source:
     if missing:
         raise WeightsNotFoundError(f"{folder!r} lacks the weight files {missing}.")
     return _source(name, kind, os.path.abspath(folder), files, config, folder, **extra)
+
+
+def _converter_only(path: str | None) -> dict:
+    """A keras-hub `image_converter.json` as the preprocessor that holds it."""
+    return {} if path is None else {"config": {"image_converter": _read_json(path)}}
 
 
 def _source(name, kind, location, files, config, folder, processor=None) -> Source:
@@ -402,8 +450,10 @@ def _keras_hub_contract(processor: Mapping, name: str) -> Preprocessing:
     )
 
 
-def _from_tag(name: str, entry: registry.PretrainedWeights, cache_dir) -> Source:
-    file = registry.fetch(entry, cache_dir)
+def _from_tag(
+    name: str, entry: registry.PretrainedWeights, cache_dir, force_download=False
+) -> Source:
+    file = registry.fetch(entry, cache_dir, force_download=force_download)
     return Source(
         name=name,
         kind="tag",

@@ -16,6 +16,7 @@ from . import pe as pe
 from . import registry as registry
 from . import rope_vit as rope_vit
 from . import siglip as siglip
+from . import timm_catalog as timm_catalog
 from . import vit as vit
 from .registry import FAMILIES as FAMILIES
 from .registry import FAMILY_MODELS as FAMILY_MODELS

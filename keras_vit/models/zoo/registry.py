@@ -101,6 +101,15 @@ class PretrainedWeights:
     options: EncoderOptions | None = None
 
     @property
+    def pinned(self) -> bool:
+        """Whether the file is pinned: a Hub commit (`revision`) and a
+        SHA-256 are known, so another file under the same name is refused.
+        An unpinned checkpoint is read at its repository's `main`."""
+        if self.hub_repo is None:
+            return self.sha256 is not None
+        return self.revision is not None and self.sha256 is not None
+
+    @property
     def name(self) -> str:
         """The name `keras_vit.from_pretrained` takes: the timm name of a
         checkpoint timm hosts, else `"<model>.<tag>"` (e.g.

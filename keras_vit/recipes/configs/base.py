@@ -284,10 +284,11 @@ class TrainConfig(RunConfig):
     dynamic_image_pad: bool = False  # With it: zero-pad to whole patches.
     position_resample: str = "bilinear"  # How position embeddings are resampled.
     # Initial weights, passed to keras_vit.ViT(weights=...): a keras_vit.weights
-    # tag ("imagenet21k", ...), an original .npz, a .safetensors file, or our
-    # own .keras / .weights.h5 (e.g. a masked-patch encoder.keras). The head
-    # is loaded when its class count fits, else zero; position embeddings
-    # are resampled. None = random.
+    # tag ("imagenet21k", ...), a checkpoint name from_pretrained takes
+    # (hf://org/repo, a timm name), an original .npz, a .safetensors file, or
+    # our own .keras / .weights.h5 (e.g. a masked-patch encoder.keras). The
+    # head is loaded when its class count fits, else zero; position
+    # embeddings are resampled. None = random.
     init_from: str | None = None
 
     # -- fine-tuning add-ons (docs/finetuning.md) ---------------------------

@@ -19,9 +19,11 @@ ImageNet-21k at 224 px ("How to train your ViT?", Steiner et al. 2022,
 who recommend the ImageNet-21k checkpoints for transfer). It is downloaded
 into the Keras cache once (about 120 MB); offline, the run stops in one line
 naming the URL and the directory to put the file in. Any other source
-works the same way, e.g. `--set init_from=runs/other/final.keras`; one
-that does not fit this model is refused, naming what differs and the
-`--set` overrides that fit it.
+works the same way, e.g. `--set init_from=runs/other/final.keras` or a
+checkpoint name `keras_vit.from_pretrained` takes (`--set
+init_from=hf://timm/vit_small_patch16_224.augreg_in21k`); one that does not
+fit this model is refused, naming what differs and the `--set` overrides
+that fit it.
 
 Hardware: one GPU; on a CPU it runs too, slowly (ViT-S/16 at 224 px).
 
