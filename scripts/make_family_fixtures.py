@@ -20,6 +20,8 @@ timm.
 - `timm_qknorm_fcnorm`: QK-norm, mean pooling with `fc_norm`, 10 classes.
 - `timm_deit_distilled`: `VisionTransformerDistilled` (class and
   distillation tokens, two heads averaged in eval mode), 10 classes.
+- `timm_clip`: a CLIP image tower (`vit_*_clip_*`): a LayerNorm before the
+  first block (`pre_norm`), LayerNorm epsilon 1e-5, 10 classes.
 
 torch and timm are not dependencies of keras_vit. To run this:
 
@@ -31,6 +33,7 @@ torch and timm are not dependencies of keras_vit. To run this:
 from __future__ import annotations
 
 import argparse
+import functools
 import io
 import os
 import sys
@@ -84,6 +87,18 @@ def _fixture(model, out: str, name: str, seed: int, **extra) -> None:
     _save(model.float(), out, name, **arrays)
 
 
+def make_clip(out: str) -> None:
+    from timm.models.vision_transformer import VisionTransformer
+
+    clip = VisionTransformer(
+        **COMMON,
+        num_classes=10,
+        pre_norm=True,
+        norm_layer=functools.partial(torch.nn.LayerNorm, eps=1e-5),
+    )
+    _fixture(clip, out, "timm_clip", seed=17)
+
+
 def make(out: str) -> None:
     from timm.layers import SwiGLUPacked
     from timm.models.deit import VisionTransformerDistilled
@@ -130,19 +145,26 @@ def make(out: str) -> None:
 
     distilled = VisionTransformerDistilled(**COMMON, num_classes=10)
     _fixture(distilled, out, "timm_deit_distilled", seed=16)
+    make_clip(out)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=os.path.join("tests", "fixtures"))
+    parser.add_argument(
+        "--only-clip", action="store_true", help="Write timm_clip alone."
+    )
     args = parser.parse_args()
     os.makedirs(args.out, exist_ok=True)
     print(base._guard_torchvision())
     torch.manual_seed(0)
-    make(args.out)
+    if args.only_clip:
+        make_clip(args.out)
+    else:
+        make(args.out)
     for name in sorted(os.listdir(args.out)):
         if name.startswith("timm_") and any(
-            f in name for f in ("deit", "dinov2", "siglip", "qknorm")
+            f in name for f in ("deit", "dinov2", "siglip", "qknorm", "clip")
         ):
             size = os.path.getsize(os.path.join(args.out, name))
             print(f"{name:32s} {size / 1024:8.1f} KiB")

@@ -148,8 +148,25 @@ def main() -> None:
         default=(),
         help="Logs of earlier runs: their architectures' verdicts are reused.",
     )
+    parser.add_argument(
+        "--recheck",
+        nargs="*",
+        default=(),
+        help="Check again the architectures refused for a reason holding one "
+        "of these texts.",
+    )
+    parser.add_argument(
+        "--heads-only",
+        action="store_true",
+        help="Only record every architecture's heads in the existing catalog "
+        "(the checks read them), then stop.",
+    )
     args = parser.parse_args()
-    earlier = _verdicts(args.resume)
+    earlier = {
+        arch: reason
+        for arch, reason in _verdicts(args.resume).items()
+        if not (reason and any(text in reason for text in args.recheck))
+    }
     print(base._guard_torchvision())
     import timm
 
@@ -162,7 +179,7 @@ def main() -> None:
     if args.shard:
         k, n = (int(x) for x in args.shard.split("/"))
         archs = archs[k::n]
-    catalog, refused = {}, {}
+    catalog, refused, head_counts = {}, {}, {}
     for arch in archs:
         with torch.device("meta"):
             try:
@@ -172,6 +189,12 @@ def main() -> None:
                 continue
         if type(full).__name__ not in CLASSES:
             continue
+        # What a config without model_args cannot say (a fused qkv hides it).
+        attention = getattr(full.blocks[0], "attn", None)
+        if isinstance(getattr(attention, "num_heads", None), int):
+            head_counts[arch] = attention.num_heads
+        if args.heads_only:
+            continue
         tags = sorted(n.split(".", 1)[1] for n in names if n.split(".")[0] == arch)
         rows = {t: _cfg(f"{arch}.{t}") for t in tags}
         rows = {t: r for t, r in rows.items() if r["hf_hub_id"] == f"timm/{arch}.{t}"}
@@ -179,10 +202,10 @@ def main() -> None:
             refused[arch] = "no checkpoint on the Hub under timm/<name>"
             continue
         reason = earlier.get(arch)
-        for heads in sorted({r["num_classes"] for r in rows.values()}):
+        for classes in sorted({r["num_classes"] for r in rows.values()}):
             if arch in earlier:
                 break
-            tag = next(t for t, r in rows.items() if r["num_classes"] == heads)
+            tag = next(t for t, r in rows.items() if r["num_classes"] == classes)
             try:
                 reason = verify(f"{arch}.{tag}", rows[tag])
             except Exception as error:  # noqa: BLE001
@@ -206,6 +229,12 @@ def main() -> None:
             },
         }
         print(f"  yes  {arch}: {len(rows)} checkpoints", flush=True)
+    if args.heads_only:
+        with open(OUT) as f:
+            document = json.load(f)
+        document["num_heads"] = head_counts
+        _write(document, OUT)
+        return
     count = sum(len(a["checkpoints"]) for a in catalog.values())
     print(f"{len(catalog)} architectures, {count} checkpoints; {len(refused)} refused")
     if args.only and not args.out:
@@ -215,8 +244,13 @@ def main() -> None:
         "timm": timm.__version__,
         "made_by": "scripts/make_timm_catalog.py",
         "architectures": catalog,
+        "num_heads": head_counts,
         "refused": refused,
     }
+    _write(document, out)
+
+
+def _write(document: dict, out: str) -> None:
     with open(out + ".tmp", "w") as f:
         json.dump(document, f, indent=1, sort_keys=True)
         f.write("\n")

@@ -42,6 +42,7 @@ FAMILY_FIXTURES = {
     "timm_siglip": dict(models.FAMILIES["siglip"].arguments()),
     "timm_qknorm_fcnorm": dict(qk_norm=True, fc_norm=True, pooling="gap"),
     "timm_deit_distilled": dict(distillation=True),
+    "timm_clip": dict(models.FAMILIES["clip"].arguments()),
 }
 
 

@@ -259,3 +259,17 @@ def test_the_command_line_forces_a_download(tmp_path):
     errors = [line for line in run.stderr.splitlines() if line.startswith("error")]
     assert len(errors) == 1 and "force_download=True" in errors[0], run.stderr
     assert "offline" in errors[0], run.stderr
+
+
+def test_a_timm_config_without_model_args_gets_timms_heads():
+    """timm's published configs of `vit_betwixt_*`, `vit_mediumd_*`, ...
+    record no heads and their names no size word: the catalog has timm's."""
+    from keras_vit.weights.blueprint import num_heads_of
+
+    config = {"architecture": "vit_betwixt_patch16_reg4_gap_256"}
+    assert num_heads_of("timm", config, 640) == 10  # not 640 // 64
+    with open(os.path.join(HUB, "timm_architectures.json")) as f:
+        recorded = json.load(f)  # timm's own, for the zoo's architectures
+    assert len(recorded) > 50
+    for arch, args in recorded.items():
+        assert timm_catalog.num_heads(arch) == args["num_heads"], arch

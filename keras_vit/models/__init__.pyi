@@ -45,6 +45,10 @@ from .variants import Variant as Variant
 from .variants import custom_spec as custom_spec
 from .variants import parse_variant as parse_variant
 from .vit import ViT as ViT
+from .zoo.clip import CLIP_B16 as CLIP_B16
+from .zoo.clip import CLIP_B32 as CLIP_B32
+from .zoo.clip import CLIP_H14 as CLIP_H14
+from .zoo.clip import CLIP_L14 as CLIP_L14
 from .zoo.deit import DeiT_B16 as DeiT_B16
 from .zoo.deit import DeiT_S16 as DeiT_S16
 from .zoo.deit import DeiT_Ti16 as DeiT_Ti16

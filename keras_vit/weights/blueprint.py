@@ -30,6 +30,7 @@ from keras_vit.models.variants import VARIANTS
 from keras_vit.models.variants import ModelSpec
 from keras_vit.models.variants import custom_spec
 from keras_vit.models.variants import parse_variant
+from keras_vit.models.zoo import timm_catalog
 from keras_vit.weights import architecture
 from keras_vit.weights import keys
 from keras_vit.weights.dialects.timm_args import is_eva
@@ -93,6 +94,9 @@ def num_heads_of(kind: str, config: Mapping, hidden_dim: int | None) -> int | No
             return int(args["num_heads"])
         # timm's size words (the families' `TimmNames.size_words`): the head
         # count is the one figure a fused qkv does not record.
+        known = timm_catalog.num_heads(str(config.get("architecture", "")))
+        if known is not None:  # timm's own, recorded from its model
+            return known
         words = zoo.timm_heads()
         name = f"_{config.get('architecture', '')}_"
         for word in sorted(words, key=len, reverse=True):  # "huge_plus" first

@@ -82,6 +82,13 @@ def checkpoints() -> tuple[PretrainedWeights, ...]:
     return tuple(rows)
 
 
+def num_heads(architecture: str) -> int | None:
+    """The attention heads of timm's `architecture` (any ViT or EVA one
+    timm 1.0.31 has checkpoints of), or `None`: what a timm config without
+    `model_args` does not record."""
+    return document().get("num_heads", {}).get(architecture)
+
+
 def find(name: str) -> PretrainedWeights | None:
     """The catalog's row of timm name `name`, or `None`."""
     return _by_name().get(name)
