@@ -104,7 +104,7 @@ class MissingImageError(ImageInputError, FileNotFoundError):
 
 
 # -- the model -----------------------------------------------------------------
-def load_model(model_or_name):
+def load_model(model_or_name, *, force_download: bool = False):
     """The model `model_or_name` names.
 
     Args:
@@ -113,6 +113,8 @@ def load_model(model_or_name):
             or anything `keras_vit.from_pretrained` loads: a weights tag, a
             timm name (`"vit_base_patch16_224.augreg2_in21k_ft_in1k"`), an
             `hf://org/repo` or a local folder.
+        force_download: For a name: download its files again even when
+            cached (`keras_vit.from_pretrained`'s).
 
     Raises:
         FileNotFoundError: a `.keras` path with no file.
@@ -134,7 +136,7 @@ def load_model(model_or_name):
         plugins.load_plugins()  # A plug-in's model names its Keras classes.
         return keras.saving.load_model(name, compile=False)
 
-    return from_pretrained(name)
+    return from_pretrained(name, force_download=force_download)
 
 
 def check_classifier(model) -> int:

@@ -62,7 +62,7 @@ from keras_vit.weights.checkpoint import from_source
 from keras_vit.weights.dialects.timm_args import eva_args
 from keras_vit.weights.dialects.timm_args import needs_eva
 from keras_vit.weights.dialects.timm_writer import to_timm
-from keras_vit.weights.errors import CheckpointError
+from keras_vit.weights.errors import TruncatedFileError
 from keras_vit.weights.formats.safetensors import write_safetensors
 from keras_vit.weights.loader import load_weights
 from keras_vit.weights.pretrained_cfg import for_timm_folder
@@ -217,10 +217,12 @@ def _read(source, heads):
     short, corrupt) gets the step that replaces it."""
     try:
         return from_source(source, heads)
-    except CheckpointError as error:
+    except TruncatedFileError as error:
         if source.kind == "tag" or source.location.startswith("hf://"):
             step = registry.REFETCH.format(name=source.name)
-            raise CheckpointError(f"{error} It is a cached download: {step}") from error
+            raise TruncatedFileError(
+                f"{error} It is a cached download: {step}"
+            ) from error
         raise
 
 
@@ -581,15 +583,21 @@ def _saved_pretrained_cfg(model, preprocessing, image_size, num_classes) -> dict
     model's own contract, size and classes."""
     recorded = dict(getattr(model, "pretrained_cfg", None) or {})
     contract = preprocessing.to_timm(image_size)
-    if recorded.get("input_size") != contract.get("input_size"):
+    # The model's own size, as timm writes it (the contract may name the
+    # checkpoint's evaluation size).
+    contract["input_size"] = [3, int(image_size[0]), int(image_size[1])]
+    if recorded.get("input_size") != contract["input_size"]:
         for key in _SIZE_FIELDS:
             recorded.pop(key, None)
+    recorded.pop("label_offset", None)  # timm's save drops it too
+    distilled = ViTLayout.of(model).encoder_options.distillation
     return {
         **recorded,
         **contract,
         "num_classes": num_classes,
         "first_conv": "patch_embed.proj",
-        "classifier": "head",  # timm's classifier attribute
+        # timm's classifier attribute(s)
+        "classifier": ["head", "head_dist"] if distilled else "head",
     }
 
 

@@ -24,8 +24,11 @@ class is timm's `VisionTransformer`, `VisionTransformerDistilled` or `Eva`:
    the family `keras_vit.models.zoo.family_of_timm` gives (`"vit"` for
    timm's plain ViTs).
 
-Architectures keras_vit does not build (CLIP's QuickGELU, hybrids loaded by
-variant, other token mixers) are printed with the reason and left out.
+Architectures keras_vit does not build or does not match (ResNet hybrids,
+which load by variant; AIMv2's MLP; QuickGELU; ...) and those without a
+checkpoint under `timm/<name>` are printed with the reason and recorded
+under `refused`; `num_heads` records every architecture's heads (what a
+config without `model_args` does not say).
 
 Run with a venv that has timm 1.0.31 and torch:
 
@@ -107,7 +110,10 @@ def verify(name: str, cfg: dict, seed: int = 0) -> str | None:
         try:
             ours = keras_vit.from_pretrained(folder)
         except Exception as error:  # noqa: BLE001 - the reason is the result
-            return f"{type(error).__name__}: {str(error).splitlines()[0][:160]}"
+            text = str(error).splitlines()[0]
+            text = text.replace(folder, "<folder>")
+            text = text.replace(os.path.basename(folder), "<folder>")
+            return f"{type(error).__name__}: {text[:160]}"
         if tuple(ours.input_shape[1:3]) != tuple(size):
             return f"built at {ours.input_shape[1:3]}, contract {size}"
         out = np.asarray(ours(images))
@@ -162,6 +168,10 @@ def main() -> None:
         "(the checks read them), then stop.",
     )
     args = parser.parse_args()
+    if args.shard and not args.out:
+        parser.error("--shard checks a part: write it elsewhere with --out")
+    if args.heads_only and (args.shard or args.only):
+        parser.error("--heads-only records every architecture: no --shard or --only")
     earlier = {
         arch: reason
         for arch, reason in _verdicts(args.resume).items()
@@ -171,6 +181,10 @@ def main() -> None:
     import timm
 
     from keras_vit.models import zoo
+    from keras_vit.models.zoo import timm_catalog
+
+    # Check afresh: keras_vit refuses what the current catalog refused.
+    timm_catalog.document()["refused"] = {}
 
     names = timm.list_models(pretrained=True)
     archs = sorted({n.split(".")[0] for n in names})

@@ -21,6 +21,9 @@ import zipfile
 import numpy as np
 
 GIB = 1 << 30
+# The one-line refusals of a checkpoint: `CheckpointError`, or its subclass
+# for a file that ends before the data it declares.
+CHECKPOINT_ERRORS = ("CheckpointError", "TruncatedFileError")
 _ZEROS = bytes(1 << 20)
 
 

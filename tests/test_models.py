@@ -93,6 +93,11 @@ FAMILY_PARAM_COUNTS = {
     "RoPEViTMixedAPE_S16": 22_064_104,
     "RoPEViTMixedAPE_B16": 86_594_536,
     "RoPEViTMixedAPE_L16": 304_399_336,
+    # timm's vit_*_clip_* with a 1000-class head (the constructors' default).
+    "CLIP_B32": 88_225_000,
+    "CLIP_B16": 86_568_424,
+    "CLIP_L14": 304_204_776,
+    "CLIP_H14": 632_047_080,
 }
 
 

@@ -227,6 +227,8 @@ def test_constructor_weights_take_a_name_and_its_contract(cache, monkeypatch):
     fixture = _fixture(f"timm--{name}")
     _close(model(fixture["pixels"]), fixture["logits"])
     assert model.preprocessing.mean == keras_vit.models.IMAGENET_MEAN
+    assert model.pretrained_cfg["hf_hub_id"] == f"timm/{name}"  # as by name
+    assert model.pretrained_cfg["tag"] == "fb_in22k_ft_in1k"
     # load_weights into a model built with the paper's contract gives it the
     # checkpoint's, the rescaling layer included.
     plain = keras_vit.ViT(

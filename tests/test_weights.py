@@ -526,7 +526,7 @@ def test_tag_downloads_with_keras_get_file_when_online(
     assert calls == [
         (entry.file_name, entry.url, dict(
             file_hash=None, hash_algorithm="sha256", cache_subdir="keras_vit",
-            cache_dir=str(tmp_path)))
+            cache_dir=str(tmp_path), force_download=False))
     ]  # fmt: skip
     np.testing.assert_array_equal(
         model.get_layer("head").get_weights()[1], params["head/bias"]

@@ -209,6 +209,7 @@ def ViT(  # noqa: N802
     if weights is not None:
         # Here, not at the top: the weights package reads the models' layouts.
         from keras_vit.weights.loader import load_weights
+        from keras_vit.weights.pretrained_cfg import of_weights
 
         resized = patch_size is not None
         load_weights(
@@ -217,6 +218,7 @@ def ViT(  # noqa: N802
             resample_patch=resized,
             tag_variant=variant if resized else None,
         )
+        model.pretrained_cfg = of_weights(weights, variant)
     return model
 
 

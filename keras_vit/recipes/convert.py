@@ -113,6 +113,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--overwrite", action="store_true", help="replace an existing output file"
     )
+    parser.add_argument(
+        "--force-download",
+        action="store_true",
+        help="download a named checkpoint's files again even when cached (a "
+        "cached file cut short or corrupt)",
+    )
     return parser
 
 
@@ -405,7 +411,7 @@ def to_pretrained(args: argparse.Namespace):
         if given:
             cli.fail(f"{', '.join(given)} do not apply to a checkpoint name")
         print(f"Loading {args.checkpoint}")
-        model = from_pretrained(args.checkpoint)
+        model = from_pretrained(args.checkpoint, force_download=args.force_download)
     if _is_file_output(args.output):
         _write_file(model, args.output)
         return model

@@ -85,12 +85,10 @@ def load_named_model(name: str, force_download: bool = False):
 
     try:
         if name.endswith(".keras"):
+            if force_download:
+                cli.fail(f"--force-download is for checkpoint names, not {name!r}")
             return cli.load_model(name)
-        if force_download:
-            from keras_vit.pretrained import from_pretrained
-
-            return from_pretrained(name, force_download=True)
-        return inference.load_model(name)
+        return inference.load_model(name, force_download=force_download)
     except (ValueError, WeightsNotFoundError, ImportError) as error:
         cli.fail(f"--model {name!r}: {_one_line(error)}")
     except OSError as error:

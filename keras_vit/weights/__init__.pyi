@@ -27,6 +27,7 @@ from .checkpoint import from_model as from_model
 from .checkpoint import read_checkpoint as read_checkpoint
 from .checkpoint import to_original_layout as to_original_layout
 from .errors import CheckpointError as CheckpointError
+from .errors import TruncatedFileError as TruncatedFileError
 from .errors import VariantMismatchError as VariantMismatchError
 from .errors import WeightsNotFoundError as WeightsNotFoundError
 from .formats.npz import read_npz as read_npz

@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
+import warnings
 from collections.abc import Mapping
 
 from keras_vit.models import zoo
@@ -123,6 +124,8 @@ def blueprint(
         CheckpointError: the keys describe no ViT keras_vit builds (a hybrid
             without its backbone sizes, no patch embedding, ...).
     """
+    if kind == "timm":
+        _check_timm_architecture(config, name)
     shapes = {k: tuple(v.shape) for k, v in params.items()}
     arch = architecture.describe(shapes)
     tokens = architecture.encoder_keys(shapes)
@@ -206,6 +209,40 @@ def blueprint(
         num_classes=int(tokens.num_classes or 0),
         representation_size=tokens.representation_size,
         name=_model_name(name),
+    )
+
+
+# Above this, a timm architecture that the catalog's check found to differ
+# is refused; below it, loaded with a warning.
+_REFUSED_ERROR = 1e-2
+
+
+def _check_timm_architecture(config: Mapping, name: str) -> None:
+    """Refuses a timm architecture keras_vit is known to compute otherwise:
+    QuickGELU towers, and those whose one-block check against timm
+    (`keras_vit.models.zoo.timm_catalog`) was far off; warns for those that
+    were close but over the check's 1e-4."""
+    arch = str(config.get("architecture", ""))
+    act = str((config.get("model_args") or {}).get("act_layer") or "")
+    if "quickgelu" in arch or "quick_gelu" in act:
+        raise CheckpointError(
+            f"{name!r}: timm's {arch!r} uses QuickGELU, which keras_vit does "
+            "not build (GELU and tanh-GELU only)."
+        )
+    reason = timm_catalog.refusal(arch) or ""
+    if not reason.startswith("relative error"):
+        return
+    error = float(reason.split()[-1])
+    if error > _REFUSED_ERROR:
+        raise CheckpointError(
+            f"{name!r}: keras_vit does not compute timm's {arch!r} as timm "
+            f"does (one block differs by {error:.2g}, relative); not loaded."
+        )
+    warnings.warn(
+        f"{name!r}: one block of timm's {arch!r} was checked {error:.1e} "
+        f"(relative) from timm, over the 1e-4 the catalog asks; compare "
+        "its outputs before relying on them.",
+        stacklevel=3,
     )
 
 

@@ -35,6 +35,13 @@ class VariantMismatchError(CheckpointError):
     """
 
 
+@export("keras_vit.weights.TruncatedFileError")
+class TruncatedFileError(CheckpointError):
+    """A checkpoint file that ends before the data it declares, or whose
+    bytes do not decode: cut short or corrupt. A downloaded file of this
+    kind is replaced by downloading it again (`force_download=True`)."""
+
+
 @export("keras_vit.weights.WeightsNotFoundError")
 class WeightsNotFoundError(FileNotFoundError):
     """A known pretrained tag whose file is not cached and cannot be fetched.

@@ -73,13 +73,19 @@ def cache_location(options: HubOptions) -> str:
     """The Hub cache directory files are read from and written to."""
     if options.cache_dir is not None:
         return os.fspath(options.cache_dir)
-    return hub_module().constants.HF_HUB_CACHE
+    hub_module()
+    from huggingface_hub import constants
+
+    return constants.HF_HUB_CACHE
 
 
 def _offline(options: HubOptions) -> bool:
     if options.local_files_only is not None:
         return bool(options.local_files_only)
-    return bool(hub_module().constants.HF_HUB_OFFLINE)
+    hub_module()
+    from huggingface_hub import constants
+
+    return bool(constants.HF_HUB_OFFLINE)
 
 
 def download(repo_id: str, filename: str, options: HubOptions, *, missing_ok=False):
@@ -95,10 +101,17 @@ def download(repo_id: str, filename: str, options: HubOptions, *, missing_ok=Fal
     Raises:
         WeightsNotFoundError: the file is neither cached nor downloadable;
             the message names the repository, revision, file and cache.
+        ValueError: `force_download` in offline mode.
     """
     hub = hub_module()
     from huggingface_hub import errors
 
+    if options.force_download and _offline(options):
+        raise ValueError(
+            f"{repo_id}/{filename}: force_download needs the network, but "
+            "offline mode is on (HF_HUB_OFFLINE or local_files_only); the "
+            f"cache {cache_location(options)!r} was left as it is."
+        )
     try:
         return hub.hf_hub_download(
             repo_id,

@@ -62,8 +62,8 @@ def from_source(source) -> dict:
         cfg.update({k: v for k, v in recorded.items() if k in TIMM_FIELDS})
         cfg["architecture"] = source.config.get("architecture")
         name = source.name.split("/")[-1].split("@")[0]
-        if "." in name and "tag" not in cfg:
-            cfg["tag"] = name.split(".", 1)[1]
+        if "tag" not in cfg and source.location == f"hf://timm/{name}":
+            cfg["tag"] = name.split(".", 1)[1]  # timm's <architecture>.<tag>
     if source.entry is not None:
         entry = source.entry
         cfg.setdefault("tag", entry.tag)
@@ -73,7 +73,11 @@ def from_source(source) -> dict:
         if entry.hub_repo is None:
             cfg["url"] = entry.url
     if source.location.startswith("hf://"):
-        cfg["hf_hub_id"] = source.location[len("hf://") :]
+        hub_id = source.location[len("hf://") :]
+        if source.kind == "keras_vit":  # the checkpoint it was saved from
+            cfg.setdefault("hf_hub_id", hub_id)
+        else:
+            cfg["hf_hub_id"] = hub_id
     contract = source.preprocessing.to_timm()
     for key, value in contract.items():
         cfg.setdefault(key, value)
@@ -95,6 +99,24 @@ def from_entry(entry) -> dict:
     if entry.license is not None:
         cfg["license"] = entry.license
     return _clean(cfg)
+
+
+def of_weights(weights, variant=None) -> dict | None:
+    """The pretrained config of what `keras_vit.ViT(weights=...)` loaded: a
+    resolved `Source`, or a tag of the table; `None` for a file, a model or
+    arrays."""
+    from keras_vit.weights import registry
+    from keras_vit.weights.sources import Source
+
+    if isinstance(weights, Source):
+        return from_source(weights)
+    if isinstance(weights, str) and registry.is_tag(weights):
+        variant = variant if isinstance(variant, str) else None
+        try:
+            return from_entry(registry.find(weights, variant))
+        except ValueError:
+            return None
+    return None
 
 
 def for_timm_folder(cfg: Mapping) -> dict:

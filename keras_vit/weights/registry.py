@@ -36,7 +36,7 @@ CACHE_SUBDIR = "keras_vit"
 # cached blob of the same name: deleting the link does not help).
 REFETCH = (
     "download it again: keras_vit.from_pretrained({name!r}, force_download=True) "
-    "(command line: --force-download)."
+    "(command line: keras-vit predict, validate or convert --force-download)."
 )
 
 

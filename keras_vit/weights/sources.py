@@ -108,6 +108,8 @@ def resample_convention(source: Source) -> str:
     `save_pretrained` wrote: that of the checkpoint it came from)."""
     if source.kind == "keras_vit":
         return source.config["keras_vit"].get("resample_method") or "reference"
+    if source.kind == "tag" and source.entry is not None and source.entry.hub_repo:
+        return "timm"  # a timm file of the table, read without huggingface_hub
     return RESAMPLE_CONVENTIONS.get(source.kind, "reference")
 
 

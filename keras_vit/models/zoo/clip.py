@@ -9,8 +9,11 @@ into the joint embedding (512 to 1280 wide); the fine-tunes' is a
 classifier. Each checkpoint's own contract is timm's `pretrained_cfg`
 (`keras_vit.weights.list_weights(family="clip")`).
 
-The towers that use QuickGELU (`vit_*_clip_quickgelu_*`) are not this
-family: timm hosts no checkpoint under those names.
+keras_vit computes what timm computes for these names, with GELU. The
+OpenAI and MetaCLIP towers were trained with QuickGELU, which timm's
+`vit_*_clip_quickgelu_*` architectures use (timm hosts no file under those
+names) and keras_vit does not build: under the GELU names their features
+are timm's, not the original CLIP's.
 
 Example:
 

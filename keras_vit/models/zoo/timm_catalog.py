@@ -7,7 +7,8 @@ pretrained=True)` and `pretrained_cfg`s): every checkpoint of a timm
 was checked to load as timm computes it (one block of each architecture,
 against timm, before the row was written). Each row has the family that
 `keras_vit.models.zoo.family_of_timm` gives its architecture (`"vit"` for
-timm's plain ViTs), the model's sizes and the input contract timm states.
+an architecture without a family of its own: timm's plain ViTs, EVA-01,
+RADIO, TIPS, ...), the model's sizes and the input contract timm states.
 
 The rows are read when first asked for; `keras_vit.weights.list_weights`
 lists them beside the package's own table.
@@ -87,6 +88,13 @@ def num_heads(architecture: str) -> int | None:
     timm 1.0.31 has checkpoints of), or `None`: what a timm config without
     `model_args` does not record."""
     return document().get("num_heads", {}).get(architecture)
+
+
+def refusal(architecture: str) -> str | None:
+    """Why timm's `architecture` is not in the catalog (the check's reason,
+    e.g. `"relative error 6.52e-01"`), or `None` for one it lists or never
+    checked."""
+    return document().get("refused", {}).get(architecture)
 
 
 def find(name: str) -> PretrainedWeights | None:

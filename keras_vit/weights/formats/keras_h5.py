@@ -52,6 +52,7 @@ import numpy as np
 from keras_vit import keras_internals
 from keras_vit.models import layout as names
 from keras_vit.weights.errors import CheckpointError
+from keras_vit.weights.errors import TruncatedFileError
 from keras_vit.weights.formats import limits
 
 # The files read; a plain `.h5` (a legacy whole-model file) is recognised
@@ -188,7 +189,7 @@ def _opened(path: str, budget: limits.ReadBudget):
         ) from None
     except (OSError, RuntimeError, KeyError) as error:  # h5py's and HDF5's
         text = " ".join(str(error).split())[:200] or type(error).__name__
-        raise CheckpointError(
+        raise TruncatedFileError(
             f"{path!r} is not a readable Keras weights file ({text}). It may be "
             "truncated or corrupt."
         ) from None
@@ -263,7 +264,7 @@ def _open_weights(path: str, budget: limits.ReadBudget):
     try:
         archive = zipfile.ZipFile(path)
     except (zipfile.BadZipFile, OSError, EOFError, ValueError) as error:
-        raise CheckpointError(
+        raise TruncatedFileError(
             f"{path!r} is not a readable .keras archive ({error}). It may be "
             "truncated or corrupt."
         ) from None
@@ -385,7 +386,7 @@ def _record_start(raw, info: zipfile.ZipInfo, path: str) -> int:
     raw.seek(info.header_offset)
     header = raw.read(_LOCAL_HEADER.size)
     if len(header) < _LOCAL_HEADER.size or header[:4] != _LOCAL_SIGNATURE:
-        raise CheckpointError(
+        raise TruncatedFileError(
             f"{path!r}: the zip record {info.filename!r} has no local header at "
             f"offset {info.header_offset}; the file is truncated or corrupt."
         )
@@ -393,7 +394,7 @@ def _record_start(raw, info: zipfile.ZipInfo, path: str) -> int:
     start = info.header_offset + _LOCAL_HEADER.size + name_length + extra_length
     end = raw.seek(0, io.SEEK_END)
     if info.compress_size != info.file_size or start + info.file_size > end:
-        raise CheckpointError(
+        raise TruncatedFileError(
             f"{path!r}: the stored zip record {info.filename!r} claims "
             f"{info.file_size} bytes at offset {start}, past the end of the "
             f"{end}-byte file; the file is truncated or corrupt."

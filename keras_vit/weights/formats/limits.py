@@ -49,6 +49,7 @@ import zlib
 import numpy as np
 
 from keras_vit.weights.errors import CheckpointError
+from keras_vit.weights.errors import TruncatedFileError
 
 # Without a model: files may grow this many times their size (float8 read
 # as float32), plus `DEFAULT_SLACK_BYTES`.
@@ -218,7 +219,7 @@ def read_member(
         extra = read_into(stream, memoryview(bytearray(1)), path, info.filename)
     if filled != declared or extra:
         more = "more than" if extra else f"{filled} bytes, not"
-        raise CheckpointError(
+        raise TruncatedFileError(
             f"{os.fspath(path)!r}: the zip record {info.filename!r} holds {more} "
             f"the {declared} bytes it declares; the file is truncated or corrupt."
         )
@@ -263,7 +264,7 @@ def read_into(stream, view: memoryview, path, name: str) -> int:
 def member_error(path, name: str, error: BaseException) -> CheckpointError:
     """One line for a zip record that cannot be read."""
     text = " ".join(str(error).split())[:200] or type(error).__name__
-    return CheckpointError(
+    return TruncatedFileError(
         f"{os.fspath(path)!r}: the zip record {name!r} is unreadable ({text}); "
         "the file is truncated or corrupt."
     )

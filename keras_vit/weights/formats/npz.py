@@ -29,6 +29,7 @@ import numpy as np
 
 from keras_vit._export import export
 from keras_vit.weights.errors import CheckpointError
+from keras_vit.weights.errors import TruncatedFileError
 from keras_vit.weights.formats import limits
 
 SUFFIXES = (".npz",)
@@ -114,7 +115,7 @@ def read_arrays(
     try:
         archive = zipfile.ZipFile(path)
     except (OSError, EOFError, ValueError, zipfile.BadZipFile) as error:
-        raise CheckpointError(
+        raise TruncatedFileError(
             f"{path!r} is not a readable .npz archive ({error}). The file may "
             "be truncated or corrupt; download it again."
         ) from error
@@ -196,7 +197,7 @@ def _read_member_array(archive, info, path: str, key: str, budget) -> np.ndarray
         nbytes = limits.array_bytes(shape, dtype.itemsize)
         stored = info.file_size - (8 + length_size + header_length)
         if nbytes > stored:
-            raise CheckpointError(
+            raise TruncatedFileError(
                 f"{path!r}: {claim} needs {nbytes} bytes but its record holds "
                 f"{max(stored, 0)}; the file is truncated or corrupt."
             )
@@ -205,7 +206,7 @@ def _read_member_array(archive, info, path: str, key: str, budget) -> np.ndarray
         raw = array.view(np.uint8) if nbytes else np.empty(0, np.uint8)
         filled = limits.read_into(stream, memoryview(raw), path, info.filename)
     if filled != nbytes:
-        raise CheckpointError(
+        raise TruncatedFileError(
             f"{path!r}: {claim} needs {nbytes} bytes but its record ends after "
             f"{filled}; the file is truncated or corrupt."
         )
@@ -224,7 +225,7 @@ def _read_exactly(stream, count: int, path: str, name: str) -> bytearray:
     """`count` bytes of a zip record, or one line saying it ends first."""
     data = bytearray(count)
     if limits.read_into(stream, memoryview(data), path, name) != count:
-        raise CheckpointError(
+        raise TruncatedFileError(
             f"{path!r}: the record {name!r} ends inside its .npy header; the file "
             "is truncated or corrupt."
         )

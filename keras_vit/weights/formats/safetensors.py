@@ -25,6 +25,7 @@ import numpy as np
 
 from keras_vit._export import export
 from keras_vit.weights.errors import CheckpointError
+from keras_vit.weights.errors import TruncatedFileError
 from keras_vit.weights.formats import limits
 
 SUFFIXES = (".safetensors",)
@@ -172,7 +173,7 @@ def _checked_entries(header: dict, path: str, data_size: int) -> dict:
             ) from error
         nbytes = limits.array_bytes(shape, dtype.itemsize)
         if not begin <= end <= data_size or end - begin != nbytes:
-            raise CheckpointError(
+            raise TruncatedFileError(
                 f"{path!r}: tensor {name!r} {shape} {info['dtype']} needs {nbytes} "
                 f"bytes at [{begin}, {end}) but the data section has "
                 f"{data_size}; the file is truncated or corrupt."
