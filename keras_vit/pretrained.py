@@ -596,8 +596,8 @@ def _saved_pretrained_cfg(model, preprocessing, image_size, num_classes) -> dict
         **contract,
         "num_classes": num_classes,
         "first_conv": "patch_embed.proj",
-        # timm's classifier attribute(s)
-        "classifier": ["head", "head_dist"] if distilled else "head",
+        # timm's classifier module(s), named as their keys are
+        "classifier": [keys.HEAD, keys.HEAD_DIST] if distilled else keys.HEAD,
     }
 
 
