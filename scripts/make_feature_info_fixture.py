@@ -36,6 +36,7 @@ import os
 
 import torch
 from make_timm_fixture import _guard_torchvision
+from make_timm_fixture import hybrid_backbone
 
 HUB = os.path.join("tests", "fixtures", "hub")
 # `out_indices` asked of every model (depth 2): timm's int n and sequences.
@@ -86,23 +87,10 @@ def _hub_models(timm) -> dict:
 
 
 def _hybrid():
-    from timm.layers import GroupNormAct
-    from timm.layers import StdConv2dSame
-    from timm.models.resnetv2 import ResNetV2
     from timm.models.vision_transformer import VisionTransformer
     from timm.models.vision_transformer_hybrid import HybridEmbed
 
-    backbone = ResNetV2(
-        layers=(1, 1),
-        channels=(128, 256),
-        stem_chs=32,
-        num_classes=0,
-        global_pool="",
-        preact=False,
-        stem_type="same",
-        conv_layer=functools.partial(StdConv2dSame, eps=1e-8),
-        norm_layer=functools.partial(GroupNormAct, num_groups=32, eps=1e-6),
-    )
+    backbone = hybrid_backbone()
     return functools.partial(
         VisionTransformer,
         img_size=32,

@@ -128,10 +128,27 @@ def _save_torch(model, path, dtype=torch.float32):
     save_file(tensors, path, metadata={"format": "pt"})
 
 
-def make_timm(out: str) -> None:
+def hybrid_backbone():
+    """The hybrid fixture's ResNetV2 (1, 1): stem width 32, timm's
+    standardised convolutions (eps 1e-8) and GroupNorm (eps 1e-6)."""
     from timm.layers import GroupNormAct
     from timm.layers import StdConv2dSame
     from timm.models.resnetv2 import ResNetV2
+
+    return ResNetV2(
+        layers=(1, 1),
+        channels=(128, 256),
+        stem_chs=32,
+        num_classes=0,
+        global_pool="",
+        preact=False,
+        stem_type="same",
+        conv_layer=functools.partial(StdConv2dSame, eps=1e-8),
+        norm_layer=functools.partial(GroupNormAct, num_groups=32, eps=1e-6),
+    )
+
+
+def make_timm(out: str) -> None:
     from timm.models.vision_transformer import VisionTransformer
     from timm.models.vision_transformer_hybrid import HybridEmbed
 
@@ -159,17 +176,7 @@ def make_timm(out: str) -> None:
     images = _images((2, 24, 40, 3), seed=2)
     np.savez(f"{out}/timm_vit_gap.npz", images=images, logits=_run(gap, images))
 
-    backbone = ResNetV2(
-        layers=(1, 1),
-        channels=(128, 256),
-        stem_chs=32,
-        num_classes=0,
-        global_pool="",
-        preact=False,
-        stem_type="same",
-        conv_layer=functools.partial(StdConv2dSame, eps=1e-8),
-        norm_layer=functools.partial(GroupNormAct, num_groups=32, eps=1e-6),
-    )
+    backbone = hybrid_backbone()
     hybrid = VisionTransformer(
         img_size=32,
         patch_size=1,

@@ -202,6 +202,12 @@ REPOS = {f"timm/{name}": f"timm--{name}" for name in TIMM} | {
 }
 
 
+def hub_fixture(folder: str) -> dict:
+    """What the library that wrote `folder` computed (its `.npz` beside it)."""
+    with np.load(os.path.join(HUB, f"{folder}.npz")) as data:
+        return dict(data)
+
+
 def hub_cache(root, repos=REPOS) -> str:
     """A Hub cache under `root` holding `repos`; returns its `hub` folder."""
     cache = os.path.join(os.fspath(root), "hub")

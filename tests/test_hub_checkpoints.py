@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 from helpers import HUB
 from helpers import hub_cache
+from helpers import hub_fixture
 from helpers import keras_vit_script
 
 import keras_vit
@@ -34,11 +35,6 @@ AUGREG = "vit_base_patch16_224.augreg2_in21k_ft_in1k"
 @pytest.fixture(scope="module")
 def cache(tmp_path_factory):
     return hub_cache(tmp_path_factory.mktemp("hf_home"))
-
-
-def _fixture(folder: str) -> dict:
-    with np.load(os.path.join(HUB, f"{folder}.npz")) as data:
-        return dict(data)
 
 
 def _relative(ours, theirs) -> float:
@@ -60,12 +56,12 @@ def test_transformers_dinov2_runs_at_its_processors_crop(cache):
     )
     assert model.input_shape[1:3] == (32, 32)
     assert model.preprocessing.image_size == (32, 32)
-    fixture = _fixture("facebook--dinov2-small")
+    fixture = hub_fixture("facebook--dinov2-small")
     assert _relative(model(fixture["pixels"]), fixture["logits"]) < 1e-5
 
 
 def test_transformers_vit_resamples_and_normalises_as_transformers(cache):
-    fixture = _fixture("google--vit-base-patch16-224")
+    fixture = hub_fixture("google--vit-base-patch16-224")
     model = keras_vit.from_pretrained(
         "hf://google/vit-base-patch16-224", cache_dir=cache, local_files_only=True
     )
@@ -228,7 +224,7 @@ def test_a_truncated_cached_file_names_the_way_out(tmp_path, monkeypatch):
         AUGREG, cache_dir=cache, local_files_only=False, force_download=True
     )
     assert forced and all(forced)
-    fixture = _fixture(f"timm--{AUGREG}")
+    fixture = hub_fixture(f"timm--{AUGREG}")
     assert _relative(model(fixture["pixels"]), fixture["logits"]) < 1e-4
 
 
@@ -298,5 +294,5 @@ def test_timm_architectures_keras_vit_computes_otherwise_are_refused(tmp_path):
     close = _renamed(tmp_path, "beit3_base_patch16_224")
     with pytest.warns(UserWarning, match="over the 1e-4"):
         model = keras_vit.from_pretrained(close)
-    fixture = _fixture(f"timm--{AUGREG}")
+    fixture = hub_fixture(f"timm--{AUGREG}")
     assert _relative(model(fixture["pixels"]), fixture["logits"]) < 1e-4

@@ -23,6 +23,7 @@ import pytest
 from helpers import HUB
 from helpers import TIMM
 from helpers import hub_cache
+from helpers import hub_fixture
 
 import keras_vit
 from keras_vit.weights import sources
@@ -32,11 +33,6 @@ from keras_vit.weights.errors import WeightsNotFoundError
 @pytest.fixture(scope="module")
 def cache(tmp_path_factory):
     return hub_cache(tmp_path_factory.mktemp("hf_home"))
-
-
-def _fixture(folder: str) -> dict:
-    with np.load(os.path.join(HUB, f"{folder}.npz")) as data:
-        return dict(data)
 
 
 def _close(ours, theirs, rel=1e-4):
@@ -51,7 +47,7 @@ def _close(ours, theirs, rel=1e-4):
 @pytest.mark.parametrize("name", list(TIMM))
 def test_timm_name_gives_timms_logits_and_contract(cache, name):
     model = keras_vit.from_pretrained(name, cache_dir=cache, local_files_only=True)
-    fixture = _fixture(f"timm--{name}")
+    fixture = hub_fixture(f"timm--{name}")
     _close(model(fixture["pixels"]), fixture["logits"])
     data_config = json.loads(str(fixture["data_config"]))
     prep = model.preprocessing
@@ -76,7 +72,7 @@ def test_transformers_vit_sharded_with_labels(cache):
     model = keras_vit.from_pretrained(
         "hf://google/vit-base-patch16-224", cache_dir=cache, local_files_only=True
     )
-    fixture = _fixture("google--vit-base-patch16-224")
+    fixture = hub_fixture("google--vit-base-patch16-224")
     _close(model(fixture["pixels"]), fixture["logits"])
     assert model.class_names == ("cat", "dog", "bird")
     assert model.preprocessing.interpolation == "bilinear"
@@ -87,7 +83,7 @@ def test_transformers_dinov2(cache):
     model = keras_vit.from_pretrained(
         "hf://facebook/dinov2-small", cache_dir=cache, local_files_only=True
     )
-    fixture = _fixture("facebook--dinov2-small")
+    fixture = hub_fixture("facebook--dinov2-small")
     _close(model(fixture["pixels"]), fixture["logits"])
     prep = model.preprocessing
     assert prep.mean == keras_vit.models.IMAGENET_MEAN
@@ -102,7 +98,7 @@ def test_tag_with_variant_reads_the_hub_repository(cache):
     model = keras_vit.from_pretrained(
         "deit3_in21k_ft_in1k", variant="S/16", cache_dir=cache, local_files_only=True
     )
-    fixture = _fixture("timm--deit3_small_patch16_224.fb_in22k_ft_in1k")
+    fixture = hub_fixture("timm--deit3_small_patch16_224.fb_in22k_ft_in1k")
     _close(model(fixture["pixels"]), fixture["logits"])
 
 
@@ -224,7 +220,7 @@ def test_constructor_weights_take_a_name_and_its_contract(cache, monkeypatch):
     model = keras_vit.models.family_model(
         spec, "deit3", image_size=32, num_classes=10, weights=name
     )
-    fixture = _fixture(f"timm--{name}")
+    fixture = hub_fixture(f"timm--{name}")
     _close(model(fixture["pixels"]), fixture["logits"])
     assert model.preprocessing.mean == keras_vit.models.IMAGENET_MEAN
     assert model.pretrained_cfg["hf_hub_id"] == f"timm/{name}"  # as by name
@@ -267,7 +263,7 @@ def test_a_pinned_revision_and_checksum_are_enforced(cache, monkeypatch):
 
     pin(revision=commit, sha256=digest)
     model = keras_vit.from_pretrained(name, cache_dir=cache, local_files_only=True)
-    fixture = _fixture(f"timm--{name}")
+    fixture = hub_fixture(f"timm--{name}")
     _close(model(fixture["pixels"]), fixture["logits"])
     pin(revision=commit, sha256="0" * 64)
     with pytest.raises(ValueError, match="does not have the SHA-256"):

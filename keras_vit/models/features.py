@@ -22,14 +22,10 @@ import keras
 from keras_vit._export import export
 from keras_vit.layers.token_grid import TokenGrid
 from keras_vit.models.layout import ENCODER_NORM
+from keras_vit.models.layout import PROBE_SIZE
 from keras_vit.models.layout import LayoutError
 from keras_vit.models.layout import ModelLayout
 from keras_vit.models.layout import ViTLayout
-
-# The probe size for an input axis the model leaves undefined: reductions are
-# read off the maps of a (symbolic, never computed) input this large, which
-# every usual stride (8, 14, 16, 28, 32, ...) divides.
-_PROBE = 2**6 * 3**2 * 5 * 7  # 20160
 
 
 @export("keras_vit.feature_extractor", "keras_vit.models.feature_extractor")
@@ -381,13 +377,13 @@ def _block_info(layout: ModelLayout) -> list[dict]:
     """timm's entries for every block, read off the shapes of the block maps.
 
     The maps (a ViT's on its patch grid) are traced symbolically for an
-    input of the model's size, with `_PROBE` for an axis it leaves
+    input of the model's size, with `PROBE_SIZE` for an axis it leaves
     undefined; the reduction is the input size over the map size.
     """
     model = layout.model
     indices = range(layout.depth)
     maps = _block_outputs(layout, indices, spatial=True, norm=False)
-    size = [_PROBE if s is None else int(s) for s in model.inputs[0].shape[1:3]]
+    size = [PROBE_SIZE if s is None else int(s) for s in model.inputs[0].shape[1:3]]
     probe = keras.KerasTensor((1, *size, model.inputs[0].shape[-1]))
     shapes = keras.Model(model.inputs[0], [maps[i] for i in indices])
     shapes = shapes.compute_output_spec(probe)  # [(1, h, w, C)] per block

@@ -74,6 +74,12 @@ HEAD_LAYERS = (PRE_LOGITS, HEAD, HEAD_DIST, MASKED_PATCH_HEAD)
 PRETRAINING_LAYERS = (PATCH_CORRUPTION, MEAN_COLOR_TARGETS, MASKED_PATCH_HEAD)
 
 
+# An input side for shape inference (symbolic, never computed) that every
+# usual stride (8, 14, 16, 28, 32, ...) divides: strides and reductions are
+# read off the shapes a model gives it.
+PROBE_SIZE = 2**6 * 3**2 * 5 * 7  # 20160
+
+
 def block_name(index: int) -> str:
     """The name of Transformer block `index`: `"encoderblock_{index}"`."""
     return f"{BLOCK_PREFIX}{int(index)}"
@@ -350,7 +356,7 @@ class ViTLayout(ModelLayout):
         # (shapes only, nothing is computed): its downsampling times the patch.
         # Every usual stride divides the probe, so a padded model's padding
         # adds nothing to it.
-        probe = 2**6 * 3**2 * 5 * 7  # 20160
+        probe = PROBE_SIZE
         stem = keras.Model(self.model.inputs[0], self.embedding.input)
         shape = stem.compute_output_spec(
             keras.KerasTensor((1, probe, probe, self.channels))
