@@ -583,6 +583,16 @@ def test_a_finished_run_is_not_rerun_and_fresh_sets_it_aside(tmp_path, whole, ca
     assert "holds a finished run of another config" in lines[0]
     assert not filecmp.dircmp(workdir, snapshot).diff_files
 
+    # A run made before an option existed (its config.json lacks it) is the
+    # same run: the option's default is what was done then.
+    with open(workdir / "config.json", encoding="utf-8") as f:
+        stored = json.load(f)
+    del stored["encoder"]["qk_norm"]  # at its default, False
+    (workdir / "config.json").write_text(json.dumps(stored))
+    code, lines = _exit(train, fr.train_argv(workdir), capsys=capsys)
+    assert code == 3 and "has finished" in lines[0], lines
+    shutil.copy(snapshot / "config.json", workdir / "config.json")
+
     result = _main(train, fr.train_argv(workdir) + ["--fresh"])
 
     assert len(result["history"]["loss"]) == 2  # Trained again, from epoch 1.

@@ -56,6 +56,7 @@ from keras_vit import paths
 from keras_vit.recipes.configs.base import RUN_ONLY_FIELDS
 from keras_vit.recipes.configs.base import ConfigError
 from keras_vit.recipes.configs.base import RunConfig
+from keras_vit.recipes.configs.base import fingerprint as config_fingerprint
 from keras_vit.recipes.configs.base import flat_fields
 from keras_vit.recipes.configs.base import require_dataset
 from keras_vit.recipes.set_aside import set_aside_run
@@ -333,11 +334,12 @@ def resume_or_start(
     if state is None:
         run.pending = "start_fresh"
         return None
-    changed = differences(state.fingerprint, run.fingerprint)
+    stored = _with_later_fields(state.fingerprint, config)
+    changed = differences(stored, run.fingerprint)
     if changed and not allow_changes:
         raise ConfigError(
             f"the backup in {run.backup_dir} (epoch {state.epoch}) belongs to "
-            f"another config: {_detail(state.fingerprint, config, changed)}; "
+            f"another config: {_detail(stored, config, changed)}; "
             "rerun with --fresh to start again, or --allow-changes to resume "
             "with the new values"
         )
@@ -478,6 +480,17 @@ def write_config(config: RunConfig, run: Setup) -> None:
         )
 
 
+def _with_later_fields(stored: dict, config: RunConfig) -> dict:
+    """A stored fingerprint with the fields it lacks at their defaults.
+
+    A field (or encoder option) added to keras_vit after the run was made
+    is absent from its records; its default is what was done before, so a
+    run made by an earlier version still resumes, or counts as finished.
+    """
+    defaults = config_fingerprint(type(config)())
+    return {**{k: v for k, v in defaults.items() if k not in stored}, **stored}
+
+
 def _detail(stored: dict, config: RunConfig, changed: list[str]) -> str:
     current = flat_fields(config)
     return ", ".join(
@@ -495,6 +508,7 @@ def _refuse_finished(config: RunConfig, run: Setup) -> None:
     stored = {
         k: v for k, v in flat_fields(previous).items() if k not in RUN_ONLY_FIELDS
     }
+    stored = _with_later_fields(stored, config)
     changed = differences(stored, run.fingerprint) if previous else []
     if changed:
         raise ConfigError(
