@@ -480,9 +480,20 @@ def _pretrained_files(model, layout, class_names, license_):
     depth = layout.depth
     params = from_model(model).params
     eva = needs_eva(options)  # timm's Eva class, not its VisionTransformer
+    source = getattr(model, "_pretrained_source", None)
+    model_class = "Eva" if eva else "VisionTransformer"
+    architecture = zoo.writer_architecture(options, model_class)
+    if source is not None and source.kind == "timm":  # keep the source's own
+        architecture = source.config.get("architecture", architecture)
+    writer = zoo.family_of_timm(architecture)
     pool_heads = options.map_heads if options.pooling == "map" else None
     split = heads if not pool_heads else {None: heads, keys.MAP_ATTENTION: pool_heads}
-    tensors = to_timm(params, num_heads=split, eva=eva)
+    tensors = to_timm(
+        params,
+        num_heads=split,
+        eva=eva,
+        separate_swiglu=writer is not None and writer.timm.separate_swiglu,
+    )
     image_size = layout.native_image_size
     head = layout.head
     num_classes = int(head.units) if head is not None else 0
@@ -496,7 +507,6 @@ def _pretrained_files(model, layout, class_names, license_):
             f"{len(class_names)} class names for a model with {num_classes} classes."
         )
     preprocessing = preprocessing_of(model)
-    source = getattr(model, "_pretrained_source", None)
     license_ = (
         license_
         or (source.license if source is not None else None)
@@ -528,10 +538,6 @@ def _pretrained_files(model, layout, class_names, license_):
         else sources.resample_convention(source),
         "license": license_,
     }
-    model_class = "Eva" if eva else "VisionTransformer"
-    architecture = zoo.writer_architecture(options, model_class)
-    if source is not None and source.kind == "timm":  # keep the source's own
-        architecture = source.config.get("architecture", architecture)
     if eva:
         model_args = {
             **eva_args(options, hidden_dim=hidden, num_heads=heads, mlp_dim=mlp_dim),

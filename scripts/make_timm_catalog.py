@@ -25,7 +25,7 @@ class is timm's `VisionTransformer`, `VisionTransformerDistilled` or `Eva`:
    timm's plain ViTs).
 
 Architectures keras_vit does not build or does not match (ResNet hybrids,
-which load by variant; AIMv2's MLP; QuickGELU; ...) and those without a
+which load by variant; QuickGELU; ...) and those without a
 checkpoint under `timm/<name>` are printed with the reason and recorded
 under `refused`; `num_heads` records every architecture's heads (what a
 config without `model_args` does not say).
@@ -33,6 +33,11 @@ config without `model_args` does not say).
 Run with a venv that has timm 1.0.31 and torch:
 
     python scripts/make_timm_catalog.py [--only 'vit_tiny*']
+
+To check some architectures again and keep the rest of the catalog as it
+is (e.g. after keras_vit learnt a family):
+
+    python scripts/make_timm_catalog.py --only 'aimv2_*' --merge
 """
 
 from __future__ import annotations
@@ -162,6 +167,12 @@ def main() -> None:
         "of these texts.",
     )
     parser.add_argument(
+        "--merge",
+        action="store_true",
+        help="With --only: write the checked architectures' verdicts (and "
+        "heads) into the existing catalog, keeping its other rows.",
+    )
+    parser.add_argument(
         "--heads-only",
         action="store_true",
         help="Only record every architecture's heads in the existing catalog "
@@ -172,6 +183,8 @@ def main() -> None:
         parser.error("--shard checks a part: write it elsewhere with --out")
     if args.heads_only and (args.shard or args.only):
         parser.error("--heads-only records every architecture: no --shard or --only")
+    if args.merge and not args.only:
+        parser.error("--merge writes the architectures --only selects")
     earlier = {
         arch: reason
         for arch, reason in _verdicts(args.resume).items()
@@ -251,6 +264,9 @@ def main() -> None:
         return
     count = sum(len(a["checkpoints"]) for a in catalog.values())
     print(f"{len(catalog)} architectures, {count} checkpoints; {len(refused)} refused")
+    if args.merge:
+        _merge(archs, catalog, refused, head_counts, args.out or OUT)
+        return
     if args.only and not args.out:
         return
     out = args.out or OUT
@@ -261,6 +277,19 @@ def main() -> None:
         "num_heads": head_counts,
         "refused": refused,
     }
+    _write(document, out)
+
+
+def _merge(archs, catalog, refused, head_counts, out: str) -> None:
+    """The existing catalog with `archs`' rows replaced by this run's."""
+    with open(OUT) as f:
+        document = json.load(f)
+    for table in ("architectures", "refused"):
+        for arch in archs:
+            document[table].pop(arch, None)
+    document["architectures"].update(catalog)
+    document["refused"].update(refused)
+    document["num_heads"].update(head_counts)
     _write(document, out)
 
 

@@ -98,6 +98,12 @@ FAMILY_PARAM_COUNTS = {
     "CLIP_B16": 86_568_424,
     "CLIP_L14": 304_204_776,
     "CLIP_H14": 632_047_080,
+    # timm's aimv2_*_patch14_224 (no head: the checkpoints have none), as
+    # tests/fixtures/aimv2/aimv2.json records them.
+    "AIMv2_L14": 309_197_824,
+    "AIMv2_H14": 680_851_968,
+    "AIMv2_1B14": 1_234_958_336,
+    "AIMv2_3B14": 2_720_658_432,
 }
 
 

@@ -187,6 +187,10 @@ def test_the_tables_contracts_are_timms():
         cfgs = json.load(f)
     with open(os.path.join(HUB, "..", "eva", "pretrained_cfgs.json")) as f:
         cfgs.update(json.load(f)["models"])  # The rotary families'.
+    with open(os.path.join(HUB, "..", "aimv2", "aimv2.json")) as f:
+        cfgs.update(
+            {n: row["pretrained_cfg"] for n, row in json.load(f)["models"].items()}
+        )  # AIMv2's.
     rows = [w for w in keras_vit.weights.PRETRAINED_WEIGHTS if w.timm_name]
     counts = collections.Counter(row.family for row in rows)
     assert counts == {  # Each family's timm rows, as its zoo file lists them.
@@ -194,6 +198,7 @@ def test_the_tables_contracts_are_timms():
         "siglip": 4, "flexivit": 11, "dinov3": 17, "eva02": 16, "eva02_clip": 3,
         "pe_core": 5, "pe_lang": 4, "pe_spatial": 5, "rope_vit": 3,
         "rope_vit_mixed": 3, "rope_vit_ape": 3, "rope_vit_mixed_ape": 3,
+        "aimv2": 14,
     }  # fmt: skip
     for row in rows:
         cfg = cfgs[row.timm_name]

@@ -15,8 +15,9 @@ from keras_vit.layers.attention_adapters import FusedKernelAdapters
 from keras_vit.layers.config import use_bfloat16_softmax
 from keras_vit.layers.config import use_fused_attention
 from keras_vit.layers.config import use_recompute_activations
+from keras_vit.layers.kinds import NORM_KINDS
 from keras_vit.layers.layer_norm import LAYER_NORM_EPSILON
-from keras_vit.layers.layer_norm import LayerNorm
+from keras_vit.layers.layer_norm import norm_layer
 from keras_vit.utils import subset_of
 
 
@@ -73,8 +74,10 @@ class MultiHeadSelfAttention(FusedKernelAdapters, keras.layers.Layer):
             as timm's `Attention(qkv_bias=False)`; `"qv"` biases the queries
             and values only (the `qv_bias` variable, `(2, heads, D_h)`: EVA's
             attention, whose key bias is a constant zero, which matters once
-            keys are rotated). The output projection keeps its bias either
-            way. Defaults to `True`.
+            keys are rotated). Defaults to `True`.
+        proj_bias: Add a learned bias to the output projection (the
+            `out_bias` variable, `(D,)`). `False` leaves it out, as timm's
+            `Attention(proj_bias=False)` (AIMv2). Defaults to `True`.
         rope: Rotary position embeddings on the patch tokens' queries and
             keys: a `keras_vit.models.options.RotaryOptions` or its dict
             (`kind`, `temperature`, `rotate_half`; the coordinates come in
@@ -85,6 +88,8 @@ class MultiHeadSelfAttention(FusedKernelAdapters, keras.layers.Layer):
             sublayer). Defaults to `False`.
         layer_norm_epsilon: The epsilon of the query/key and attention norms.
             Defaults to 1e-6.
+        norm: The kind of those norms: `"layer"` (LayerNorm, with a bias;
+            default) or `"rms"` (RMSNorm, a scale only).
         lora_rank: With a rank, low-rank adapters are added to the
             projections named in `lora_targets` when the layer is built (as
             `keras.layers.Dense(lora_rank=...)`); see `enable_lora`.
@@ -124,6 +129,8 @@ class MultiHeadSelfAttention(FusedKernelAdapters, keras.layers.Layer):
         rope=None,
         attention_norm: bool = False,
         layer_norm_epsilon: float = LAYER_NORM_EPSILON,
+        norm: str = "layer",
+        proj_bias: bool = True,
         lora_rank: int | None = None,
         lora_alpha: float | None = None,
         lora_targets=PROJECTIONS,
@@ -139,6 +146,8 @@ class MultiHeadSelfAttention(FusedKernelAdapters, keras.layers.Layer):
             raise ValueError(
                 f"`num_heads` must be positive. Received: num_heads={num_heads}"
             )
+        if norm not in NORM_KINDS:
+            raise ValueError(f"`norm` must be one of {NORM_KINDS}. Received: {norm!r}")
         if not 0.0 <= attention_dropout_rate < 1.0:
             raise ValueError(
                 "`attention_dropout_rate` must be in [0, 1). Received: "
@@ -150,6 +159,10 @@ class MultiHeadSelfAttention(FusedKernelAdapters, keras.layers.Layer):
         self.bias_initializer = keras.initializers.get(bias_initializer)
         # The flag; `self.qkv_bias` is the variable (None without it).
         self.use_qkv_bias = qkv_bias if qkv_bias == "qv" else bool(qkv_bias)
+        # The flag; `self.out_bias` is the variable (None without it).
+        self.use_proj_bias = bool(proj_bias)
+        # The kind of its norms (`self.norm` is the attention norm itself).
+        self.norm_kind = norm
         self.rope = None if rope is None else dict(_rope_config(rope))
         self.attention_norm = bool(attention_norm)
         self.layer_norm_epsilon = float(layer_norm_epsilon)
@@ -165,17 +178,12 @@ class MultiHeadSelfAttention(FusedKernelAdapters, keras.layers.Layer):
         # The norms stay in float when the layer is (re)built quantized,
         # e.g. under "int8_from_float32": its float source policy.
         policy = self.dtype_policy.name.split("_from_")[-1]
+        epsilon = self.layer_norm_epsilon
         if self.qk_norm:
-            self.query_norm = LayerNorm(
-                epsilon=self.layer_norm_epsilon, name="query_norm", dtype=policy
-            )
-            self.key_norm = LayerNorm(
-                epsilon=self.layer_norm_epsilon, name="key_norm", dtype=policy
-            )
+            self.query_norm = norm_layer(norm, epsilon, name="query_norm", dtype=policy)
+            self.key_norm = norm_layer(norm, epsilon, name="key_norm", dtype=policy)
         if self.attention_norm:
-            self.norm = LayerNorm(
-                epsilon=self.layer_norm_epsilon, name="norm", dtype=policy
-            )
+            self.norm = norm_layer(norm, epsilon, name="norm", dtype=policy)
 
     def build(self, input_shape):
         dim = input_shape[-1]
@@ -213,9 +221,11 @@ class MultiHeadSelfAttention(FusedKernelAdapters, keras.layers.Layer):
                 shape=(heads, head_dim, dim),
                 initializer=self._projections(dim, 1, (heads, head_dim, dim)),
             )
-        self.out_bias = self.add_weight(
-            name="out_bias", shape=(dim,), initializer=self.bias_initializer
-        )
+        self.out_bias = None
+        if self.use_proj_bias:
+            self.out_bias = self.add_weight(
+                name="out_bias", shape=(dim,), initializer=self.bias_initializer
+            )
         if self.qk_norm:
             self.query_norm.build((None, None, head_dim))
             self.key_norm.build((None, None, head_dim))
@@ -300,7 +310,9 @@ class MultiHeadSelfAttention(FusedKernelAdapters, keras.layers.Layer):
         context = ops.reshape(context, (-1, dim))  # (B*N, D)
         if self.attention_norm:
             context = self.norm(context, training=training)
-        outputs = ops.add(out_fn(context), ops.cast(self.out_bias, dtype))  # (B*N, D)
+        outputs = out_fn(context)  # (B*N, D)
+        if self.out_bias is not None:
+            outputs = ops.add(outputs, ops.cast(self.out_bias, dtype))
         outputs = ops.reshape(outputs, (batch_size, length, dim))  # (B, N, D)
         if return_attention_scores:
             return outputs, scores
@@ -393,6 +405,8 @@ class MultiHeadSelfAttention(FusedKernelAdapters, keras.layers.Layer):
                 "rope": self.rope,
                 "attention_norm": self.attention_norm,
                 "layer_norm_epsilon": self.layer_norm_epsilon,
+                "norm": self.norm_kind,
+                "proj_bias": self.use_proj_bias,
                 "lora_rank": self.lora_rank,
                 "lora_alpha": self.lora_alpha,
                 "lora_targets": list(self.lora_targets),

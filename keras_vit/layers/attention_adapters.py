@@ -61,8 +61,8 @@ class FusedKernelAdapters:
     """LoRA and quantization of `MultiHeadSelfAttention`'s fused kernels.
 
     A mixin: the layer provides `num_heads`, `head_dim`, the variables
-    `qkv_kernel`, `qkv_bias` (or `None`), `out_kernel` and `out_bias`, the
-    `lora_*` attributes of its constructor, and
+    `qkv_kernel`, `qkv_bias` (or `None`), `out_kernel` and `out_bias` (or
+    `None`), the `lora_*` attributes of its constructor, and
     `_attend(inputs, qkv_fn, out_fn, training, return_attention_scores)`,
     the forward pass around two projection functions.
     """
@@ -308,6 +308,8 @@ class FusedKernelAdapters:
         names = ["qkv_kernel", "qkv_bias", "out_kernel", "out_bias"]
         if self.qkv_bias is None:
             names.remove("qkv_bias")
+        if self.out_bias is None:
+            names.remove("out_bias")
         if getattr(self, "rope_freqs", None) is not None:
             names.append("rope_freqs")
         if self.quantization_mode is not None:

@@ -10,6 +10,9 @@ import Keras and TensorFlow).
 POOLING_MODES = ("token", "gap")
 # A Transformer block's MLP: the paper's GELU MLP, or a SwiGLU one.
 MLP_KINDS = ("gelu", "swiglu")
+# An encoder's norms: LayerNorm (the paper's), or RMSNorm (no centring, no
+# bias: AIMv2).
+NORM_KINDS = ("layer", "rms")
 # Which of a head's query and key channels a block's attention biases: all
 # three projections (`True`), none (`False`), or the query and value only
 # (`"qv"`: EVA's attention, whose key bias is a constant zero).

@@ -1,4 +1,5 @@
-"""Layer normalization with a closed-form backward pass for training."""
+"""Layer normalization with a closed-form backward pass for training, and the
+one place a norm of a kind (`"layer"` or `"rms"`) is made: `norm_layer`."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from keras import ops
 from keras_vit._export import export
 from keras_vit.layers import custom_grads
 from keras_vit.layers.config import use_closed_form_layer_norm
+from keras_vit.layers.kinds import NORM_KINDS
 
 # The epsilon of every LayerNorm of the paper's ViT (and of its checkpoints).
 LAYER_NORM_EPSILON = 1e-6
@@ -89,3 +91,35 @@ class LayerNorm(keras.layers.LayerNormalization):
         gamma, beta = ops.copy(self.gamma), ops.copy(self.beta)  # (D,) float32
         outputs = custom_grads.layer_norm(inputs, gamma, beta, self.epsilon)
         return ops.cast(outputs, self.compute_dtype)
+
+
+def norm_layer(
+    kind: str, epsilon: float, *, closed_form: bool = True, **kwargs
+) -> keras.layers.Layer:
+    """A norm over the last axis, of `kind` (`keras_vit.EncoderOptions.norm`).
+
+    `"layer"`: a LayerNorm (`LayerNorm`, or with `closed_form=False` Keras's
+    own `keras.layers.LayerNormalization`, as the encoder's final norms
+    have always been built); weights `gamma`, `beta`. `"rms"`:
+    `keras.layers.RMSNormalization`, `x * rsqrt(mean(x^2) + epsilon) *
+    scale` computed in float32 (timm's `RmsNorm`: the epsilon is added to
+    the mean square, inside the root); one weight, `scale`, no bias.
+
+    Args:
+        kind: `"layer"` or `"rms"`.
+        epsilon: Added to the variance (or the mean square).
+        closed_form: `"layer"` only: `LayerNorm` (its closed-form backward
+            pass) rather than `keras.layers.LayerNormalization`.
+        **kwargs: Base layer arguments (`name`, `dtype`, ...).
+
+    Example:
+
+    >>> norm_layer("rms", 1e-5, name="norm")(keras.random.normal((2, 5, 8)))
+    """
+    if kind == "rms":
+        return keras.layers.RMSNormalization(epsilon=epsilon, **kwargs)
+    if kind != "layer":
+        raise ValueError(f"`norm` must be one of {NORM_KINDS}. Received: {kind!r}")
+    if closed_form:
+        return LayerNorm(epsilon=epsilon, **kwargs)
+    return keras.layers.LayerNormalization(epsilon=epsilon, **kwargs)

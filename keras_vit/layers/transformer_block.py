@@ -13,8 +13,9 @@ from keras_vit.layers.config import use_erf_gelu
 from keras_vit.layers.config import use_recompute_activations
 from keras_vit.layers.drop_path import DropPath
 from keras_vit.layers.kinds import MLP_KINDS
+from keras_vit.layers.kinds import NORM_KINDS
 from keras_vit.layers.layer_norm import LAYER_NORM_EPSILON
-from keras_vit.layers.layer_norm import LayerNorm
+from keras_vit.layers.layer_norm import norm_layer
 from keras_vit.layers.layer_scale import LayerScale
 
 # The sublayers `model.quantize` can change (see `sublayer_dtypes`).
@@ -80,8 +81,10 @@ class TransformerBlock(keras.layers.Layer):
         qk_norm: LayerNorm on queries and keys per head (timm's `qk_norm`).
             Defaults to `False`.
         qkv_bias: Learned query, key and value biases in the attention
-            (timm's `qkv_bias`); the attention output keeps its bias either
-            way. Defaults to `True`.
+            (timm's `qkv_bias`). Defaults to `True`.
+        proj_bias: Learned biases on the attention's output projection and
+            on both MLP layers (timm's `proj_bias`, which sets all three).
+            Defaults to `True`.
         mlp: `"gelu"` (default): `Dense(mlp_dim) -> GELU -> Dense(dim)`.
             `"swiglu"`: `Dense(2 * mlp_dim)`, split in halves `a, b`,
             `silu(a) * b`, then `Dense(dim)` (timm's `SwiGLUPacked`, used by
@@ -94,6 +97,10 @@ class TransformerBlock(keras.layers.Layer):
             its output projection (EVA-02-CLIP). Defaults to `False`.
         mlp_norm: A LayerNorm over the MLP's hidden units before its output
             layer (EVA-02's `scale_mlp`). Defaults to `False`.
+        norm: The kind of every norm of the block (both pre-norms, the
+            query/key, attention and MLP norms): `"layer"` (LayerNorm;
+            default) or `"rms"` (RMSNorm: AIMv2). `layer_norm_epsilon` is
+            their epsilon either way.
         sublayer_dtypes: `{sublayer name: dtype policy name}` for the
             sublayers whose policy differs from the block's, e.g.
             `{"attention": "int8_from_float32"}`. `model.quantize` changes
@@ -146,6 +153,8 @@ class TransformerBlock(keras.layers.Layer):
         rope=None,
         attention_norm: bool = False,
         mlp_norm: bool = False,
+        norm: str = "layer",
+        proj_bias: bool = True,
         sublayer_dtypes: dict[str, str] | None = None,
         **kwargs,
     ):
@@ -154,6 +163,12 @@ class TransformerBlock(keras.layers.Layer):
             raise ValueError(f"`mlp_dim` must be positive. Received: mlp_dim={mlp_dim}")
         if mlp not in MLP_KINDS:
             raise ValueError(f"`mlp` must be one of {MLP_KINDS}. Received: mlp={mlp!r}")
+        if norm not in NORM_KINDS:
+            raise ValueError(
+                f"`norm` must be one of {NORM_KINDS}. Received: norm={norm!r}"
+            )
+        self.norm = norm
+        self.proj_bias = bool(proj_bias)
         self.layer_scale_init = (
             None if layer_scale_init is None else float(layer_scale_init)
         )
@@ -183,9 +198,8 @@ class TransformerBlock(keras.layers.Layer):
         def dtype_of(name):
             return self.sublayer_dtypes.get(name, policy)
 
-        self.norm_1 = LayerNorm(
-            epsilon=self.layer_norm_epsilon, name="norm_1", dtype=policy
-        )
+        epsilon = self.layer_norm_epsilon
+        self.norm_1 = norm_layer(norm, epsilon, name="norm_1", dtype=policy)
         self.attention = MultiHeadSelfAttention(
             self.num_heads,
             attention_dropout_rate=self.attention_dropout_rate,
@@ -194,18 +208,19 @@ class TransformerBlock(keras.layers.Layer):
             rope=self.rope,
             attention_norm=self.attention_norm,
             layer_norm_epsilon=self.layer_norm_epsilon,
+            norm=self.norm,
+            proj_bias=self.proj_bias,
             name="attention",
             dtype=dtype_of("attention"),
         )
         self.attention_output_dropout = keras.layers.Dropout(
             self.dropout_rate, name="attention_output_dropout", dtype=policy
         )
-        self.norm_2 = LayerNorm(
-            epsilon=self.layer_norm_epsilon, name="norm_2", dtype=policy
-        )
+        self.norm_2 = norm_layer(norm, epsilon, name="norm_2", dtype=policy)
         # The reference initialises MLP biases from normal(1e-6).
         self.mlp_dense_1 = keras.layers.Dense(
             self.mlp_dim * (2 if self.mlp == "swiglu" else 1),
+            use_bias=self.proj_bias,
             kernel_initializer="glorot_uniform",
             bias_initializer=keras.initializers.RandomNormal(stddev=1e-6),
             name="mlp_dense_1",
@@ -218,8 +233,8 @@ class TransformerBlock(keras.layers.Layer):
             self.dropout_rate, name="mlp_dropout_2", dtype=policy
         )
         if self.mlp_norm:
-            self.mlp_hidden_norm = LayerNorm(
-                epsilon=self.layer_norm_epsilon, name="mlp_norm", dtype=policy
+            self.mlp_hidden_norm = norm_layer(
+                norm, epsilon, name="mlp_norm", dtype=policy
             )
         self.drop_path = DropPath(self.drop_path_rate, name="drop_path", dtype=policy)
         if self.layer_scale_init is not None:
@@ -235,6 +250,7 @@ class TransformerBlock(keras.layers.Layer):
         self.mlp_dense_1.build(input_shape)
         self.mlp_dense_2 = keras.layers.Dense(
             dim,
+            use_bias=self.proj_bias,
             kernel_initializer="glorot_uniform",
             bias_initializer=keras.initializers.RandomNormal(stddev=1e-6),
             name="mlp_dense_2",
@@ -398,6 +414,8 @@ class TransformerBlock(keras.layers.Layer):
                 "rope": self.rope,
                 "attention_norm": self.attention_norm,
                 "mlp_norm": self.mlp_norm,
+                "norm": self.norm,
+                "proj_bias": self.proj_bias,
             }
         )
         own = self.dtype_policy.name

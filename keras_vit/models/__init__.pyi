@@ -45,6 +45,10 @@ from .variants import Variant as Variant
 from .variants import custom_spec as custom_spec
 from .variants import parse_variant as parse_variant
 from .vit import ViT as ViT
+from .zoo.aimv2 import AIMv2_1B14 as AIMv2_1B14
+from .zoo.aimv2 import AIMv2_3B14 as AIMv2_3B14
+from .zoo.aimv2 import AIMv2_H14 as AIMv2_H14
+from .zoo.aimv2 import AIMv2_L14 as AIMv2_L14
 from .zoo.clip import CLIP_B16 as CLIP_B16
 from .zoo.clip import CLIP_B32 as CLIP_B32
 from .zoo.clip import CLIP_H14 as CLIP_H14

@@ -18,6 +18,7 @@ from keras_vit.layers import PatchEmbedding
 from keras_vit.layers import RegisterTokens
 from keras_vit.layers import TokenPooling
 from keras_vit.layers import TransformerBlock
+from keras_vit.layers.layer_norm import norm_layer
 from keras_vit.layers.rotary import RotaryCoordinates
 from keras_vit.models import layout as names
 from keras_vit.models.options import EncoderOptions
@@ -48,7 +49,10 @@ def patch_tokens(
     `return_grid_source`, also returns the tensor the patch embedding ran on
     (the images, or the backbone's feature map), from which a dynamic-size
     model reads its patch grid. With `options.pre_norm` the projection has
-    no bias (a LayerNorm follows it).
+    no bias (a LayerNorm follows it); with `options.embedding_norm` a norm
+    of `options.norm`'s kind follows the projection (AIMv2, timm's
+    `embed_norm_layer`: inside the patch embedding, before the position
+    embedding).
     """
     x = images
     if spec.backbone is not None:
@@ -60,6 +64,8 @@ def patch_tokens(
         name=names.EMBEDDING,
     )
     tokens = embedding(x)  # (B, N, D)
+    if options is not None and options.embedding_norm:
+        tokens = _norm(options, names.EMBEDDING_NORM)(tokens)  # (B, N, D)
     return (tokens, x) if return_grid_source else tokens
 
 
@@ -127,9 +133,7 @@ def encode(
         )
     x = keras.layers.Dropout(options.dropout_rate, name=names.POSEMB_DROPOUT)(x)
     if options.pre_norm:
-        x = keras.layers.LayerNormalization(
-            epsilon=options.layer_norm_epsilon, name=names.PRE_NORM
-        )(x)  # (B, prefix + N, D)
+        x = _norm(options, names.PRE_NORM)(x)  # (B, prefix + N, D)
     rope = {}
     if options.rope is not None:
         coordinates = RotaryCoordinates(
@@ -161,10 +165,7 @@ def encode(
         x = block(x, **rope)  # (B, prefix + N, D)
     if options.fc_norm or not options.encoder_norm:
         return x  # (B, prefix + N, D): normalised after pooling, or not at all
-    norm = keras.layers.LayerNormalization(
-        epsilon=options.layer_norm_epsilon, name=names.ENCODER_NORM
-    )
-    return norm(x)  # (B, prefix + N, D)
+    return _norm(options, names.ENCODER_NORM)(x)  # (B, prefix + N, D)
 
 
 def readout(tokens, spec: ModelSpec, options: EncoderOptions):
@@ -190,7 +191,13 @@ def readout(tokens, spec: ModelSpec, options: EncoderOptions):
     else:
         x = TokenPooling(options.pooling, prefix, name=names.POOL)(tokens)  # (B, D)
     if options.fc_norm:
-        x = keras.layers.LayerNormalization(
-            epsilon=options.layer_norm_epsilon, name=names.FC_NORM
-        )(x)  # (B, D)
+        x = _norm(options, names.FC_NORM)(x)  # (B, D)
     return x
+
+
+def _norm(options: EncoderOptions, name: str) -> keras.layers.Layer:
+    """One of the encoder's own norms (outside the blocks), of the options'
+    kind and epsilon: `keras.layers.LayerNormalization` or RMSNorm."""
+    return norm_layer(
+        options.norm, options.layer_norm_epsilon, closed_form=False, name=name
+    )

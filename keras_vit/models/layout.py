@@ -35,6 +35,8 @@ INPUT = "images"
 PREPROCESSING = "preprocessing"
 PADDING = "image_padding"
 EMBEDDING = "embedding"
+# The norm over the patch embeddings, before the position table (AIMv2).
+EMBEDDING_NORM = "embedding_norm"
 CLASS_TOKEN = "class_token"
 DIST_TOKEN = "dist_token"
 POSEMB = "posembed_input"
@@ -330,6 +332,7 @@ class ViTLayout(ModelLayout):
             encoder_norm=ENCODER_NORM in names or FC_NORM in names,
             position_embedding=posemb,
             pre_norm=PRE_NORM in names,
+            embedding_norm=EMBEDDING_NORM in names,
             **map_options,
             **blocks,
         )

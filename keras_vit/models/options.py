@@ -33,6 +33,7 @@ import numbers
 from keras_vit._export import export
 from keras_vit.layers.kinds import GRID_INDEXINGS
 from keras_vit.layers.kinds import MLP_KINDS
+from keras_vit.layers.kinds import NORM_KINDS
 from keras_vit.layers.kinds import POOLING_MODES
 from keras_vit.layers.kinds import QKV_BIASES
 from keras_vit.layers.kinds import ROPE_KINDS
@@ -202,9 +203,22 @@ class EncoderOptions:
         pre_norm: A LayerNorm before the blocks, and a patch embedding
             without bias (Perception Encoder's `norm_pre`). Defaults to
             `False`.
-        layer_norm_epsilon: The epsilon of every LayerNorm of the encoder
-            (blocks, final, pooled, pre-block, attention pool). Defaults to
-            1e-6, the paper's (DINOv3 and PE: 1e-5).
+        layer_norm_epsilon: The epsilon of every norm of the encoder
+            (blocks, final, pooled, pre-block, patch embedding, attention
+            pool). Defaults to 1e-6, the paper's (DINOv3, PE and AIMv2: 1e-5).
+        norm: The kind of every norm of the encoder (blocks, query/key,
+            attention and MLP norms, final, pooled, pre-block, patch
+            embedding): `"layer"` (LayerNorm, the paper's; default) or
+            `"rms"` (RMSNorm, `x / sqrt(mean(x^2) + eps) * scale`, no bias:
+            AIMv2, timm's `norm_layer=RmsNorm`). `"rms"` does not build the
+            attention-pooling head (`pooling="map"`).
+        embedding_norm: A norm over the patch embeddings, before the position
+            embedding and the prefix tokens (AIMv2; timm's
+            `embed_norm_layer`). Unlike `pre_norm`, the patch projection
+            keeps its bias. Defaults to `False`.
+        proj_bias: Biases on the attention's output projection and on the
+            MLP's layers (timm's `proj_bias`). `False` leaves all three out
+            (AIMv2). Defaults to `True`.
         attention_norm: A LayerNorm over the heads' merged outputs before the
             attention's output projection (EVA-02-CLIP's
             `scale_attn_inner`). Defaults to `False`.
@@ -243,6 +257,9 @@ class EncoderOptions:
     rope: RotaryOptions | None = block_option(None)
     pre_norm: bool = False
     layer_norm_epsilon: float = block_option(1e-6)
+    norm: str = block_option("layer")
+    embedding_norm: bool = False
+    proj_bias: bool = block_option(True)
     attention_norm: bool = block_option(False)
     mlp_norm: bool = block_option(False)
     map_heads: int | None = None
@@ -263,7 +280,8 @@ class EncoderOptions:
         for name in ("class_token", "distillation", "no_embed_class", "qk_norm",
                      "gelu_approximate", "remat", "fc_norm", "encoder_norm",
                      "position_embedding", "pre_norm", "attention_norm",
-                     "mlp_norm", "pool_include_prefix"):  # fmt: skip
+                     "mlp_norm", "pool_include_prefix", "embedding_norm",
+                     "proj_bias"):  # fmt: skip
             yield name, _bool(getattr(self, name))
         yield (
             "qkv_bias",
@@ -301,6 +319,13 @@ class EncoderOptions:
             else None,
         )
         yield "mlp", choice_problem(self.mlp, MLP_KINDS)
+        yield "norm", choice_problem(self.norm, NORM_KINDS)
+        yield (
+            "norm",
+            "'rms' does not build the attention-pooling head (pooling='map')"
+            if self.norm == "rms" and self.pooling == "map"
+            else None,
+        )
         yield "pooling", choice_problem(self.pooling, POOLINGS)
         for name in ("dropout_rate", "attention_dropout_rate", "drop_path_rate"):
             yield name, rate_problem(getattr(self, name))

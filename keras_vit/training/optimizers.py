@@ -12,9 +12,10 @@ OPTIMIZERS = ("adamw", "adam", "sgd")
 export("keras_vit.training.OPTIMIZERS").constant(__name__, "OPTIMIZERS")
 
 # Variables left out of weight decay, matched against variable names: biases,
-# LayerNorm/GroupNorm scales and offsets, the class token and the position
-# embedding (the usual choice; the paper does not say).
-NO_WEIGHT_DECAY = ("bias", "gamma", "beta", "token", "embedding")
+# LayerNorm/GroupNorm scales and offsets, RMSNorm scales (Keras's
+# `RMSNormalization` names its one weight `scale`), the class token and the
+# position embedding (the usual choice; the paper does not say).
+NO_WEIGHT_DECAY = ("bias", "gamma", "beta", "scale", "token", "embedding")
 export("keras_vit.training.NO_WEIGHT_DECAY").constant(__name__, "NO_WEIGHT_DECAY")
 
 

@@ -29,8 +29,10 @@ from __future__ import annotations
 
 import re
 
-# The embedding: the patch projection, the prefix tokens, the position table.
+# The embedding: the patch projection (and its norm, AIMv2's), the prefix
+# tokens, the position table.
 EMBEDDING = "embedding"
+EMBEDDING_NORM = "embedding_norm"
 CLS_KEY = "cls"
 DIST_KEY = "dist"
 REG_KEY = "reg"

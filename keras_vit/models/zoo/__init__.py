@@ -14,6 +14,7 @@
 | Perception Encoder | `pe.py` | `PE_Core_B16`, `PE_Lang_L14`, `PE_Spatial_B16`, ... |
 | RoPE-ViT | `rope_vit.py` | `RoPEViT_B16`, `RoPEViTMixed_B16`, ... |
 | CLIP image towers | `clip.py` | `CLIP_B32`, `CLIP_B16`, `CLIP_L14`, `CLIP_H14` |
+| AIMv2 | `aimv2.py` | `AIMv2_L14`, `AIMv2_H14`, `AIMv2_1B14`, `AIMv2_3B14` |
 
 A new family is one new file here (its `Family` and constructors) and one
 import line below; `registry` says what a family declares. Its constructors
@@ -25,14 +26,15 @@ Example:
 ```python
 from keras_vit.models import zoo
 
-[f.name for f in zoo.families()][:3]  # ['clip', 'deit', 'deit_distilled']
+[f.name for f in zoo.families()][:3]  # ['aimv2', 'clip', 'deit']
 model = zoo.named("deit3").build("test/4", image_size=16, num_classes=3)
 ```
 """
 
 import lazy_loader
 
-from keras_vit.models.zoo import clip  # noqa: F401  registers its families
+from keras_vit.models.zoo import aimv2  # noqa: F401  registers its families
+from keras_vit.models.zoo import clip  # noqa: F401
 from keras_vit.models.zoo import deit  # noqa: F401
 from keras_vit.models.zoo import deit3  # noqa: F401
 from keras_vit.models.zoo import dinov2  # noqa: F401

@@ -272,6 +272,11 @@ class TimmNames:
         model_class: The timm class of its architectures: `"VisionTransformer"`
             (default) or `"Eva"` (DINOv3, EVA-02, PE, RoPE-ViT), whose
             parameter names and constructor arguments differ.
+        separate_swiglu: Its `VisionTransformer` architectures build their
+            SwiGLU MLP as timm's `SwiGLU` (gate and value layers apart,
+            `mlp.fc1_g`/`mlp.fc1_x`: AIMv2), not `SwiGLUPacked` (one
+            `mlp.fc1`: DINOv2-g); `keras_vit.save_pretrained` writes the
+            keys so. Defaults to `False`.
     """
 
     architectures: tuple[str, ...] = ()
@@ -279,6 +284,7 @@ class TimmNames:
     writes_for: Mapping[str, object] = dataclasses.field(default_factory=dict)
     size_words: Mapping[str, int] = dataclasses.field(default_factory=dict)
     model_class: str = "VisionTransformer"
+    separate_swiglu: bool = False
 
 
 _DOC = """Builds {title} {variant}: `keras_vit.ViT("{variant}", ...)`{options}.

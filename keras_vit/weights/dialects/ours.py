@@ -54,13 +54,15 @@ def _dense(path: str, layer: str) -> tuple[Rule, Rule]:
     return keras_dense(_path(path), layer)
 
 
-def _norm(path: str, layer: str) -> tuple[Rule, Rule]:
-    return keras_norm(_path(path), layer)
+def _norm(path: str, layer: str) -> tuple[Rule, Rule, Rule]:
+    """A LayerNorm's `gamma`/`beta`, or an RMSNorm's `scale` (no bias)."""
+    return (*keras_norm(_path(path), layer), _one(path + "/scale", layer + "/scale"))
 
 
 # Variable path template -> original-layout key(s).
 RULES = (
     *_dense(names.EMBEDDING, keys.EMBEDDING),
+    *_norm(names.EMBEDDING_NORM, keys.EMBEDDING_NORM),
     _one(names.CLASS_TOKEN + "/token", keys.CLS_KEY),
     _one(names.DIST_TOKEN + "/token", keys.DIST_KEY),
     _one(names.REGISTER_TOKENS + "/tokens", keys.REG_KEY),

@@ -5,7 +5,10 @@ its PyTorch modules: `cls_token`, `pos_embed`, `patch_embed.proj`,
 `blocks.{i}.norm1`, the fused `blocks.{i}.attn.qkv`, `attn.proj`,
 `ls1.gamma` (LayerScale), `mlp.fc1`, `norm`, `fc_norm`, `head`; the
 attention pool of `global_pool="map"` (`AttentionPoolLatent`) as `attn_pool.*`
-with a fused `kv`; a hybrid's `HybridEmbed` ResNet as
+with a fused `kv`; the norm inside the patch embedding (`embed_norm_layer`,
+AIMv2) as `patch_embed.norm`; an RmsNorm (AIMv2) as a `weight` without a
+`bias`; a `SwiGLU` MLP (`mlp_layer=SwiGLU`, AIMv2) as `mlp.fc1_g`/`mlp.fc1_x`,
+joined as Eva's below; a hybrid's `HybridEmbed` ResNet as
 `patch_embed.backbone.stem`/`stages.{s}.blocks.{u}` (counted from 0; the
 original counts from 1).
 
@@ -54,6 +57,7 @@ RULES = (
     Rule(r"reg_token", keys.REG_KEY),
     Rule(r"pos_embed", keys.POSEMB_KEY),
     *torch_linear(r"patch_embed\.proj", keys.EMBEDDING, conv_to_hwio),
+    *torch_norm(r"patch_embed\.norm", keys.EMBEDDING_NORM),
     *torch_norm(_B + r"norm1", keys.NORM_1),
     *torch_norm(_B + r"norm2", keys.NORM_2),
     Rule(_B + r"attn\.qkv\.weight", keys.QKV_KERNELS, split(3, dense_to_heads)),

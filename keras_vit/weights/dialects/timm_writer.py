@@ -9,7 +9,9 @@ fused `qkv` (`qkv_fused=True`): LayerScale as `gamma_1`/`gamma_2`, query and
 value biases as `attn.q_bias`/`attn.v_bias` when the key has none, a SwiGLU
 with an MLP norm as separate `fc1_g`/`fc1_x` (timm's `SwiGLU`; without the
 norm, the packed `fc1` of its `GluMlp`), and the mixed RoPE's frequencies
-stacked into `rope.freqs`.
+stacked into `rope.freqs`. With `separate_swiglu=True` a `VisionTransformer`'s
+SwiGLU is written as timm's `SwiGLU` too (`fc1_g`/`fc1_x`: AIMv2's
+`mlp_layer=SwiGLU`), not as the packed `fc1` of its `SwiGLUPacked`.
 
 Nothing here spells a timm key: the inverse is derived from the reading
 table (`keras_vit.weights.dialects.timm.RULES`). Each rule's original-layout
@@ -206,7 +208,11 @@ def _reason(key: str) -> str:
 
 
 def to_timm(
-    params: Mapping[str, np.ndarray], *, num_heads: int | Mapping, eva: bool = False
+    params: Mapping[str, np.ndarray],
+    *,
+    num_heads: int | Mapping,
+    eva: bool = False,
+    separate_swiglu: bool = False,
 ) -> dict[str, np.ndarray]:
     """Original-layout params as the state dict of timm's `VisionTransformer`.
 
@@ -226,6 +232,10 @@ def to_timm(
             have this many. A mapping `{attention layer: heads, None: the
             blocks'}` for an attention pool with heads of its own (PE).
         eva: Write timm's `Eva` layout instead of `VisionTransformer`'s.
+        separate_swiglu: Write a `VisionTransformer`'s SwiGLU MLP as separate
+            gate and value layers, `mlp.fc1_g`/`mlp.fc1_x` (timm's `SwiGLU`,
+            the architecture's `mlp_layer`), not one packed `mlp.fc1`
+            (`SwiGLUPacked`). `Eva` decides by its MLP norm.
 
     Returns:
         `{timm key: float32 C-contiguous array}`.
@@ -291,11 +301,37 @@ def to_timm(
             f"{len(problems)} original-layout key(s) cannot be written in timm's "
             f"layout (nothing was written):\n{lines}"
         )
-    return _eva_modules(tensors) if eva else tensors
+    if eva:
+        return _eva_modules(tensors)
+    return _separate_swiglu(tensors) if separate_swiglu else tensors
 
 
 _PACKED = re.compile(r"(blocks\.\d+\.mlp\.)fc1\.(weight|bias)")
 _FREQS = re.compile(r"blocks\.(\d+)\.attn\.rope_freqs")
+
+
+def _split_gate(packed: re.Match, value: np.ndarray) -> dict:
+    """A packed SwiGLU `fc1` (`[gate; value]` on the output axis) as timm's
+    `SwiGLU` holds it: `fc1_g` and `fc1_x`."""
+    gate, linear = np.split(value, 2, axis=0)
+    return {
+        f"{packed[1]}fc1_g.{packed[2]}": np.ascontiguousarray(gate),
+        f"{packed[1]}fc1_x.{packed[2]}": np.ascontiguousarray(linear),
+    }
+
+
+def _separate_swiglu(tensors: dict) -> dict:
+    """Every block's packed SwiGLU `fc1` as `fc1_g`/`fc1_x` (a GELU MLP's
+    `fc1`, whose `fc2` takes its whole width, is left as it is)."""
+    out = {}
+    for name, value in tensors.items():
+        packed = _PACKED.fullmatch(name)
+        second = None if packed is None else tensors.get(f"{packed[1]}fc2.weight")
+        if second is not None and value.shape[0] == 2 * second.shape[1]:
+            out.update(_split_gate(packed, value))
+            continue
+        out[name] = value
+    return out
 
 
 def _eva_modules(tensors: dict) -> dict:
@@ -306,9 +342,7 @@ def _eva_modules(tensors: dict) -> dict:
     for name, value in tensors.items():
         packed = _PACKED.fullmatch(name)
         if packed is not None and f"{packed[1]}norm.weight" in tensors:
-            gate, linear = np.split(value, 2, axis=0)
-            out[f"{packed[1]}fc1_g.{packed[2]}"] = np.ascontiguousarray(gate)
-            out[f"{packed[1]}fc1_x.{packed[2]}"] = np.ascontiguousarray(linear)
+            out.update(_split_gate(packed, value))
             continue
         block = _FREQS.fullmatch(name)
         if block is not None:
