@@ -566,6 +566,73 @@ def test_hessian_spectrum_records_which_eigenvalues_converged():
     assert values == [-5.0, 3.0, 1.0] and flags == [False, True, True]
 
 
+def test_the_smallest_eigenvalue_is_measured_directly_by_lanczos():
+    model = _tiny_classifier(seed=5)
+    rng = np.random.default_rng(4)
+    x = rng.normal(size=(8, 3)).astype("float32")
+    y = keras.utils.to_categorical(rng.integers(0, 3, 8), 3).astype("float32")
+    loss = keras.losses.CategoricalCrossentropy(from_logits=True, label_smoothing=0.1)
+    size = sum(int(np.prod(v.shape)) for v in model.trainable_variables)
+    exact = np.linalg.eigvalsh(exact_hessian(model, loss, x, y, 0.05, "squared"))
+    assert exact[0] < 0 < exact[-1]  # an indefinite Hessian, as a trained net's
+    # As many Lanczos steps as parameters: exact to round-off.
+    full = analysis.hessian_spectrum(
+        model, [(x, y)], loss=loss, weight_decay=0.05, l2="squared", top_k=1,
+        max_iterations=size, tolerance=1e-6, smallest=True, verbose=0,
+    )  # fmt: skip
+    assert full["smallest"][0] == pytest.approx(exact[0], rel=1e-5, abs=1e-7)
+    assert full["smallest_converged"].tolist() == [True]
+    # Fewer steps: an upper bound of it, within the residual bound it reports.
+    few = analysis.hessian_spectrum(
+        model, [(x, y)], loss=loss, weight_decay=0.05, l2="squared", top_k=1,
+        max_iterations=4, smallest=True, verbose=0,
+    )  # fmt: skip
+    estimate, bound = few["smallest"][0], few["smallest_residual"][0]
+    assert estimate >= exact[0] - 1e-6
+    assert np.abs(exact - estimate).min() <= bound + 1e-6
+    # Off by default: the top-k spectrum alone costs what it did.
+    plain = analysis.hessian_spectrum(model, [(x, y)], top_k=1, verbose=0)
+    assert "smallest" not in plain
+
+
+def test_no_top_eigenvalue_is_one_tensors_l2_curvature_under_qk_norm():
+    # QK-norm's key LayerNorm bias adds q . beta to every logit of a row of
+    # the attention: softmax ignores it, so the loss does not depend on it.
+    # Trained with weight decay its norm shrinks to round-off, and the
+    # authors' unsquared L2 (wd ||beta||) then has curvature wd / ||beta||.
+    from keras_vit.parkkim.settings import PanelSettings
+
+    model = keras_vit.ViT("test/4", image_size=16, num_classes=3, qk_norm=True)
+    helpers.randomize(model, seed=3)
+    (beta,) = [v for v in model.trainable_variables if "key_norm/beta" in v.path][:1]
+    beta.assign(np.full(beta.shape, 1e-4 / np.sqrt(np.prod(beta.shape)), "float32"))
+    rng = np.random.default_rng(0)
+    x = rng.uniform(-1, 1, (8, 16, 16, 3)).astype("float32")
+    y = keras.utils.to_categorical(rng.integers(0, 3, 8), 3).astype("float32")
+    loss = keras.losses.CategoricalCrossentropy(from_logits=True, label_smoothing=0.1)
+    with tf.GradientTape() as tape:
+        value = loss(y, model(x, training=False))
+    assert float(tf.norm(tape.gradient(value, beta))) < 1e-6  # no loss gradient
+    curvatures = np.array(
+        [0.05 / np.linalg.norm(np.asarray(v)) for v in model.trainable_variables]
+    )
+
+    def top(l2):
+        return analysis.hessian_spectrum(
+            model, [(x, y)], loss=loss, weight_decay=0.05, l2=l2, top_k=2,
+            max_iterations=30, verbose=0,
+        )["eigenvalues"][0]  # fmt: skip
+
+    # The authors' norm: that one tensor's curvature is the top eigenvalue.
+    assert top("norm")[0] == pytest.approx(0.05 / 1e-4, rel=1e-3)
+    # The panel's L2 (squared, the coupled weight decay): no eigenvalue is
+    # any single tensor's wd / ||W||.
+    assert PanelSettings().hessian_l2 == "squared"
+    found = np.abs(top(PanelSettings().hessian_l2))
+    near = np.abs(found[:, None] - curvatures[None, :]) <= 0.01 * curvatures
+    assert not near.any(), (found, curvatures[near.any(axis=0)])
+
+
 def test_a_zero_norm_weight_adds_no_l2_curvature():
     # PyTorch's norm has gradient 0 at 0; so does the L2 term here (no NaN).
     model = _tiny_classifier(seed=5)

@@ -35,21 +35,25 @@ def _panel(
     """A panel with the numbers each claim reads (see `parkkim.claims`), of
     a trained model (`accuracy` well above chance, 1 / `classes`).
 
-    Its depth points are an input, then an MSA, an MLP and a conv block:
-    `msa` and `conv` are the changes of Δ log amplitude there (the MLP's is
-    0), `variance` the changes of log variance at the three blocks. The
-    noise has 7 bands; the lowest two drop the accuracy by `low`, the
-    highest two by `high`, on a clean accuracy of 0.5.
+    Its depth points are an input, two MSA + MLP blocks and two conv blocks
+    of one resolution: `msa` and `conv` are the changes of Δ log amplitude
+    there (the MLPs' are 0), `variance` the changes of log variance at the
+    MSA, MLP and conv blocks (the first step, from the input, is 1). The
+    smallest Hessian eigenvalue is -3 with `negative`, else -0.5. The noise
+    has 7 bands; the lowest two drop the accuracy by `low`, the highest two
+    by `high`, on a clean accuracy of 0.5. Its training converged.
     """
     eigen = np.array([[t, -1.0 if i < negative else 1.0] for i, t in enumerate(top)])
     frequencies = np.linspace(0, np.pi, 7)
     drops = np.array([low, low, 0.1, 0.1, 0.1, high, high])
     hessian = {
         "eigenvalues": eigen,
+        "smallest": [-3.0 if negative else -0.5] * len(top),
         "data_loss": [loss] * len(top),
         "batch_sizes": [32] * len(top),
         "l2_max_curvature": l2,
     }
+    msa_var, mlp_var, conv_var = variance
     if converged is not None:
         hessian["converged"] = converged
     panel = {
@@ -59,10 +63,12 @@ def _panel(
         "hessian": hessian,
         "hessian_clean": {"eigenvalues": eigen / 2} if clean else None,
         "depth": {
-            "kinds": ["input", "msa", "mlp", "conv"],
-            "delta": [0.0, msa, msa, msa + conv],
-            "variance": np.exp(np.cumsum([0.0, *variance])).tolist(),
-            "sizes": [[8, 8]] * 4,
+            "kinds": ["input", "msa", "mlp", "msa", "mlp", "conv", "conv"],
+            "delta": np.cumsum([0.0, msa, 0.0, msa, 0.0, conv, conv]).tolist(),
+            "variance": np.exp(
+                np.cumsum([0.0, 1.0, mlp_var, msa_var, mlp_var, conv_var, conv_var])
+            ).tolist(),
+            "sizes": [[8, 8]] * 7,
         },
         "noise": {
             "frequencies": frequencies,
@@ -71,6 +77,11 @@ def _panel(
             "accuracy": 0.5 - drops,
             "noise_rms": np.array([0.03, 0.05, 0.1, 0.15, 0.2, 0.25, 0.35]),
         },
+        "training": {
+            "epoch_losses": [1.2, 1.0, 0.995],
+            "warmup_steps": 10,
+            "steps": 100,
+        },  # fmt: skip
     }
     if images is not None:
         panel["images"] = images
@@ -82,9 +93,10 @@ def _rows(runs, **kwargs):
 
 
 def _verdicts(runs, **kwargs):
-    """The verdicts without their regime (tests/test_parkkim_claims.py)."""
+    """The verdicts without their statistic and regime
+    (tests/test_parkkim_claims.py)."""
     return {
-        key: row["verdict"].split("; regime: ")[0]
+        key: row["verdict"].split("; statistic: ")[0].split("; regime: ")[0]
         for key, row in _rows(runs, **kwargs).items()
     }
 
@@ -135,7 +147,7 @@ def test_two_models_are_compared_on_every_pair_of_their_runs():
     assert flatter["holds"] == [True, True, True, False, False, False]
     assert flatter["unit"] == "pairs"
     assert flatter["verdict"].startswith(
-        "mixed (3 of 6 pairs); 2 runs of ViT against 3 of ResNet: 6 pairs; regime: "
+        "mixed (3 of 6 pairs); 2 runs of ViT against 3 of ResNet: 6 pairs; statistic: "
     )
     assert "ViT 27.5 ± 32, ResNet 20" in flatter["evidence"]
     # One run (an authors' model) against five seeds: five pairs.
@@ -656,6 +668,8 @@ def test_a_killed_comparison_finishes_with_the_same_results(quick, tmp_path):
         ("models=('vit', 'cat')", "models=('vit', 'cat'): must be distinct names"),
         ("seeds=0", "seeds=0: must be at least 1"),
         ("cnn_epochs=0", "cnn_epochs=0: must be at least 1"),
+        ("cnn_seeds=0", "cnn_seeds=0: must be at least 1"),
+        ("analysis.noise_images=0", "analysis.noise_images=0: must be positive"),
         ("cnn_learning_rate=0.0", "cnn_learning_rate=0.0: must be positive"),
         ("cnn_variant=huge", "cnn_variant='huge': must be a row of alternet"),
         ("analysis.hessian_l2=cube", "analysis.hessian_l2='cube': must be one of"),
@@ -701,3 +715,32 @@ def test_help_lists_the_shipped_configs():
         [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True
     )
     assert done.returncode == 0, done.stderr
+
+
+# `keras-vit compare` in one process without network (the download probe
+# answers "unreachable"), as a user without CIFAR-100 prepared runs it.
+_COMPARE_OFFLINE = """
+import sys
+from keras_vit.data import datasets
+from keras_vit.parkkim import compare
+
+datasets.check_download = lambda *args, **kwargs: False
+compare.main(sys.argv[1:])
+"""
+
+
+def test_compare_authors_without_cifar100_is_one_line_and_exit_2(tmp_path):
+    done = subprocess.run(
+        [sys.executable, "-c", _COMPARE_OFFLINE, "--config", "compare_authors",
+         "--set", f"data_dir={tmp_path / 'tfds'}",
+         "--set", f"workdir={tmp_path / 'run'}"],
+        capture_output=True, text=True, timeout=300,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"),
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr[-3000:]
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: "), done.stderr
+    assert "TFDS dataset 'cifar100'" in lines[0]
+    assert "tfds build cifar100" in lines[0]  # what to do
+    assert "Traceback" not in done.stderr
+    assert not (tmp_path / "tfds").exists() and not (tmp_path / "run").exists()

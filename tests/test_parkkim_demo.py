@@ -167,7 +167,9 @@ def test_the_shipped_checkpoints_are_the_default_comparisons_runs():
     config = _config("compare")
     assert config.checkpoints == "demo"
     runs = _shipped()
-    expected = [f"{m}_seed{s}" for m in config.models for s in range(config.seeds)]
+    expected = [
+        f"{m}_seed{s}" for m in config.models for s in range(config.seeds_of(m))
+    ]
     assert sorted(runs) == sorted(expected)
     for name, run in runs.items():
         model, seed = name.rsplit("_seed", 1)
@@ -299,5 +301,17 @@ def test_make_demo_writes_checkpoints_that_load_after_a_kill(tmp_path):
         assert 0.0 <= results["test_accuracy"] <= 1.0
         assert results["epochs"] == 1 and results["train_seconds"] > 0
         assert results["parameters"] == model.count_params()
+        assert len(results["epoch_losses"]) == 1  # the convergence rule's
+        assert results["train_loss"] == results["epoch_losses"][-1]
     manifest = json.loads((out / demo.MANIFEST).read_text())
     assert manifest["stored_dtype"] == "float16" and manifest["cpu"]
+    # Run again: every run has its recipe and a whole file, so it is kept,
+    # file and record, and nothing is trained or written.
+    stamps = {p.name: p.stat().st_mtime_ns for p in out.glob("*.npz")}
+    again = subprocess.run(_make(workdir, out), env=ENV, cwd=REPO,
+                           capture_output=True, text=True)  # fmt: skip
+    assert again.returncode == 0, again.stderr[-3000:]
+    for name in config.models:
+        assert f"[make_demo] {name}_seed0: kept" in again.stdout
+    assert {p.name: p.stat().st_mtime_ns for p in out.glob("*.npz")} == stamps
+    assert json.loads((out / demo.MANIFEST).read_text())["runs"] == manifest["runs"]

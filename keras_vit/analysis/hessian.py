@@ -280,6 +280,48 @@ def _top_eigenvalues(hvp, size, top_k, max_iterations, tolerance, rng, on_value)
     return eigenvalues, flags
 
 
+def _smallest_eigenvalue(hvp, size, steps, tolerance, rng) -> tuple:
+    """`(smallest eigenvalue, residual bound, converged)` by Lanczos.
+
+    `steps` Hessian-vector products build a Krylov basis (fully
+    re-orthogonalised); the smallest eigenvalue of its tridiagonal matrix
+    (its Ritz value) approaches the Hessian's most negative eigenvalue from
+    above, much faster than power iteration on a shifted operator, whose
+    rate is `1 - gap / (largest - smallest)`. The residual bound
+    `beta_m |s_m|` is free: an eigenvalue of the Hessian lies within it of
+    the estimate. Written here rather than with `scipy.sparse.linalg.eigsh`
+    because ARPACK restarts without a bound on the number of products, and
+    each product is a double backward pass: this costs exactly `steps`.
+    """
+    from scipy.linalg import eigh_tridiagonal
+
+    steps = max(1, min(int(steps), int(size)))
+    vector = rng.standard_normal(size)
+    vector /= np.linalg.norm(vector)
+    basis, alphas, betas = [], [], []
+    previous, beta = np.zeros(size), 0.0
+    for _ in range(steps):
+        basis.append(vector)
+        product = hvp(vector)
+        alpha = float(vector @ product)
+        product = product - alpha * vector - beta * previous
+        for found in basis:  # full re-orthogonalisation: no ghost copies
+            product -= (found @ product) * found
+        alphas.append(alpha)
+        beta = float(np.linalg.norm(product))
+        betas.append(beta)
+        if beta <= 1e-12 * max(abs(alpha), 1.0):  # an invariant subspace
+            break
+        previous, vector = vector, product / beta
+    if len(alphas) == 1:
+        values, vectors = np.array(alphas), np.ones((1, 1))
+    else:
+        values, vectors = eigh_tridiagonal(np.array(alphas), np.array(betas[:-1]))
+    smallest = float(values[0])
+    residual = float(betas[-1] * abs(vectors[-1, 0]))
+    return smallest, residual, residual <= tolerance * max(abs(smallest), 1e-12)
+
+
 def _by_magnitude(values, flags) -> tuple[list, list]:
     """Eigenvalues sorted by decreasing magnitude, their flags alongside."""
     order = sorted(range(len(values)), key=lambda i: abs(values[i]), reverse=True)
@@ -315,6 +357,7 @@ def hessian_spectrum(
     variables: list | None = None,
     seed: int = 0,
     verbose: int = 1,
+    smallest: bool = False,
 ) -> dict:
     """Top Hessian eigenvalues of every batch, with the loss beside them.
 
@@ -351,6 +394,11 @@ def hessian_spectrum(
             trainable variables.
         seed: Seed of the random starting vectors.
         verbose: 1 shows a `keras.utils.Progbar`, 0 is silent.
+        smallest: Also measure each batch's most negative (smallest)
+            eigenvalue directly, by `max_iterations` Lanczos steps, so that
+            models whose top eigenvalues differ in size are compared on the
+            negative side like with like. The top-k by magnitude only
+            show a negative eigenvalue when it outweighs the positive ones.
 
     Returns:
         A dict with `"eigenvalues"` (`(batches, top_k)`, each row sorted by
@@ -363,7 +411,12 @@ def hessian_spectrum(
         the L2 term), `"batch_sizes"` (`(batches,)`), `"mean_loss"` (float,
         the loss averaged over images), `"l2_max_curvature"` (the largest
         eigenvalue the L2 term alone contributes, see `l2_max_curvature`),
-        and the settings `"weight_decay"`, `"l2_form"` and `"top_k"`.
+        and the settings `"weight_decay"`, `"l2_form"` and `"top_k"`. With
+        `smallest`, also `"smallest"` (`(batches,)`, the smallest
+        eigenvalue's Lanczos estimate, an upper bound of it),
+        `"smallest_residual"` (`(batches,)`, a bound on its distance to an
+        eigenvalue) and `"smallest_converged"` (`(batches,)`, the residual
+        within `tolerance` of it).
 
     Example:
 
@@ -397,6 +450,7 @@ def hessian_spectrum(
         progbar.add(1, values=[("eigenvalue", value)])
 
     eigenvalues, converged, data_losses, sizes = [], [], [], []
+    bottom = []  # (smallest, residual, converged) per batch
     l2_value = 0.0
     for batch in _iter_batches(batches, num_batches, transform):
         data, penalty = hvp.losses(*batch)
@@ -416,8 +470,26 @@ def hessian_spectrum(
         )
         eigenvalues.append(values)
         converged.append(flags)
+        if smallest:
+            bottom.append(
+                _smallest_eigenvalue(
+                    lambda vector, batch=batch: hvp(batch, vector),
+                    hvp.size,
+                    int(max_iterations),
+                    tolerance,
+                    rng,
+                )
+            )
     data_losses, sizes = np.asarray(data_losses), np.asarray(sizes)
     losses = data_losses + l2_value
+    extremes = {}
+    if smallest:
+        low, residual, done = zip(*bottom, strict=True)
+        extremes = {
+            "smallest": np.asarray(low, dtype="float64"),
+            "smallest_residual": np.asarray(residual, dtype="float64"),
+            "smallest_converged": np.asarray(done, dtype=bool),
+        }
     return {
         "l2_max_curvature": l2_max_curvature(variables, weight_decay, l2),
         "eigenvalues": np.asarray(eigenvalues, dtype="float64"),
@@ -430,6 +502,7 @@ def hessian_spectrum(
         "weight_decay": float(weight_decay),
         "l2_form": l2,
         "top_k": int(top_k),
+        **extremes,
     }
 
 

@@ -235,12 +235,13 @@ def band_limited_noise(
     return (noise * (float(norm) / np.maximum(norms, 1e-12))).astype("float32")
 
 
-def _accuracy(model, images, labels, batch_size) -> float:
-    correct = 0
+def _correct(model, images, labels, batch_size) -> np.ndarray:
+    """`(N,)` bools: whether the model classifies each image right."""
+    correct = np.zeros(len(images), dtype=bool)
     for part in batch_slices(len(images), batch_size):
         logits = keras.ops.convert_to_numpy(model.predict_on_batch(images[part]))
-        correct += int((logits.argmax(axis=-1) == labels[part]).sum())
-    return correct / len(images)
+        correct[part] = logits.argmax(axis=-1) == labels[part]
+    return correct
 
 
 def _resolve_protocol(protocol, authors: dict, equal_energy: dict) -> str:
@@ -313,11 +314,15 @@ def noise_robustness(
         A dict with `"protocol"`, `"clean_accuracy"` (float), `"accuracy"`
         (`(K,)`, under noise), `"accuracy_drop"` (`(K,)`, clean minus
         noisy), `"noise_rms"` (`(K,)`, the RMS of the noise added in each
-        band, over every value of every draw) and `"bands"` (`(K, 2)`, in
-        units of π). `"authors"` adds `"frequencies"` (`(K,)`, radians),
-        `"epsilon"`, `"width"` and `"expected_noise_rms"` (`(K,)`, the
-        RMS's expectation, `epsilon * sqrt(mean(filter²))`); its `"bands"`
-        are `f ∓ s` clipped to `[0, π]`. `"equal_energy"` adds `"norm"`.
+        band, over every value of every draw), `"bands"` (`(K, 2)`, in
+        units of π), and per image `"clean_correct"` (`(N,)` bools) and
+        `"correct"` (`(K, N)`, the share of its `repeats` draws classified
+        right in each band): two models measured on the same images can be
+        compared image by image (a paired error). `"authors"` adds
+        `"frequencies"` (`(K,)`, radians), `"epsilon"`, `"width"` and
+        `"expected_noise_rms"` (`(K,)`, the RMS's expectation, `epsilon *
+        sqrt(mean(filter²))`); its `"bands"` are `f ∓ s` clipped to `[0,
+        π]`. `"equal_energy"` adds `"norm"`.
 
     Example:
 
@@ -381,27 +386,31 @@ def noise_robustness(
 
         count = len(bands)
     rng = np.random.default_rng(seed)
-    clean = _accuracy(model, images, labels, batch_size)
+    clean_correct = _correct(model, images, labels, batch_size)
+    clean = float(clean_correct.mean())
     progbar = keras.utils.Progbar(
         count, verbose=verbose, stateful_metrics=["drop"], unit_name="band"
     )
-    accuracies, rms = [], []
+    correct, rms = [], []  # correct: (K, N), each image's share of right draws
     for index in range(count):
-        accuracy, squares = 0.0, 0.0
+        hits, squares = np.zeros(len(images)), 0.0
         for _ in range(int(repeats)):
             noise = draw(index, rng)
             squares += float(np.mean(noise.astype("float64") ** 2))
-            accuracy += _accuracy(model, images + noise, labels, batch_size)
-        accuracies.append(accuracy / int(repeats))
+            hits += _correct(model, images + noise, labels, batch_size)
+        correct.append(hits / int(repeats))
         rms.append(np.sqrt(squares / int(repeats)))
-        progbar.add(1, values=[("drop", clean - accuracies[-1])])
-    accuracies = np.asarray(accuracies)
+        progbar.add(1, values=[("drop", clean - correct[-1].mean())])
+    correct = np.asarray(correct, dtype="float32")
+    accuracies = correct.mean(axis=1, dtype="float64")
     result = {
         "protocol": protocol,
         "clean_accuracy": clean,
         "accuracy": accuracies,
         "accuracy_drop": clean - accuracies,
         "noise_rms": np.asarray(rms),
+        "clean_correct": clean_correct,
+        "correct": correct,
     }
     if protocol == "authors":
         result.update(

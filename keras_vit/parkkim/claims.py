@@ -12,10 +12,15 @@ on one run's panel and the `Relation` it must satisfy:
 | quantity | read from the panel |
 |---|---|
 | `TOP_EIGENVALUE` | median over batches of the Hessian's largest \\|eigenvalue\\| |
-| `NEGATIVE_SHARE` | share of negative Hessian eigenvalues |
-| `MSA_DELTA`, `CONV_DELTA` | mean change of Δ log amplitude at a kind of block |
-| `MSA_VARIANCE`, `MLP_VARIANCE`, `CONV_VARIANCE` | the same, of log variance |
-| `NOISE_GAP` | (high − low)-frequency noise accuracy drop, binomial SE |
+| `SMALLEST` | median over batches of the smallest eigenvalue (Lanczos) |
+| `SMALLEST_RATIO` | its ratio to the top one |
+| `NEGATIVE_SHARE` | share of negatives among the top-k |
+| `MSA_DELTA` | mean change of Δ log amplitude at MSA blocks |
+| `CONV_DELTA_SAME` | the same at conv blocks that keep the resolution |
+| `CONV_DELTA_DOWN` | the same at conv blocks that down-sample |
+| `MSA_VARIANCE`, ... | mean change of log variance, the first step apart |
+| `INPUT_STEP` | that first step, out of the embedding or stem |
+| `NOISE_GAP` | (high − low)-frequency noise accuracy drop, paired per-image SE |
 | `ACCURACY` | test accuracy |
 
 `LOWERS` / `RAISES` test each run (the change is < 0 / > 0); `SMALLER`,
@@ -49,6 +54,14 @@ every verdict states it; otherwise the claim reads "not testable here
   larger at most 1.25 x the smaller (so the ViT's at most 1.25 x the
   CNN's, and the other way round). A panel without that loss makes the
   claim not testable here: matched loss cannot be checked.
+- (c) a claim about CNNs alone or about accuracy (`Claim.converged`) is
+  tested on models trained to convergence by their own recipe: each run's
+  last epoch lowered its training loss by at most `STILL_FALLING` (2 %) of
+  the epoch before, and warm-up is under `WARMUP_DOMINATES` (half) of its
+  schedule's steps (`panel["training"]`, from the run's `metrics.csv` or
+  the demo checkpoint's record). A run without that history is not
+  testable; the authors' published models (`{"published": True}`) ran
+  their own 300-epoch schedule.
 
 The authors' published models (`compare_authors`) were not trained here:
 no training run records their loss or accuracy. Their panels carry the
@@ -65,16 +78,30 @@ How `claims` decides, in the regime:
   the authors' noise is not renormalised (its RMS grows about tenfold from
   low to high frequencies), so "high-frequency noise hurts more than
   low-frequency noise" mostly measures energy; a ViT's (high − low)
-  accuracy drop against a ResNet's, under the same noise, does not. A
-  difference within the binomial standard error of the test images is
-  "not distinguishable";
+  accuracy drop against a ResNet's, under the same noise, does not. Both
+  are measured on the same test images, so the error of their difference
+  is paired, image by image (`_paired_noise_error`); accuracies on the
+  same images are not independent, and the binomial error of two
+  independent estimates (left where the panels cannot be paired) is about
+  twice as large. A difference within it is "not distinguishable";
 - the feature-map variance is tested where the authors plot it (the ViT's
   MSA and MLP blocks, the ResNet's blocks), and AlterNet's as a row of its
-  own;
+  own, from the first block's output on: the step out of the embedding or
+  stem (a change of representation, larger than any block's) is reported
+  apart;
+- convolutions are judged high-pass on the blocks that keep the
+  resolution: a down-sampling block's highest frequency is half the old
+  one's in absolute terms, so its Δ log amplitude rises from subsampling
+  alone; those blocks are reported apart;
+- the non-convexity claim compares each model's most negative eigenvalue,
+  measured directly; the top-k by magnitude show a negative one only when
+  it outweighs the positive side, which depends on the other model's
+  scale;
 - the Hessian claims show the L2 term's largest curvature (and when it is
   the eigenvalues' size, `L2_DOMINATES`), the clean-data column when
   measured, and eigenvalues whose power iteration hit its cap;
-- a verdict says when it rests on one seed, or on unequal seed counts.
+- a verdict names its statistic and says when it rests on one seed, or on
+  unequal seed counts.
 
 Example:
 
@@ -83,9 +110,10 @@ from keras_vit.parkkim.claims import claims
 
 rows = claims({"vit": [panel_vit], "resnet": [panel_resnet]})
 rows[0]["verdict"]
-# 'reproduced; one seed per model; regime: trained (test accuracy ViT 81%,
-#  ResNet 92%; chance 1% with 100 classes), at matched training loss (ViT
-#  0.61, ResNet 0.55)'
+# 'reproduced; one seed per model; statistic: median |top eigenvalue|, ViT
+#  smaller than ResNet, every pair of runs; regime: trained (test accuracy
+#  ViT 81%, ResNet 92%; chance 1% with 100 classes), at matched training
+#  loss (ViT 0.61, ResNet 0.55)'
 ```
 """
 
@@ -107,6 +135,8 @@ CHANCE_FACTOR = 2.0  # Trained: test accuracy above this multiple of chance,
 CHANCE_SIGMAS = 3.0  # and above chance by this many binomial standard errors.
 UNEQUAL_LOSS = 0.25  # A ViT and a CNN compared: losses at most 25 % apart.
 L2_DOMINATES = 2.0  # A median top eigenvalue within this factor of the L2 term's.
+STILL_FALLING = 0.02  # Converged: the last epoch lowered the loss by at most 2 %,
+WARMUP_DOMINATES = 0.5  # and warm-up is under half of the schedule's steps.
 
 
 # -- what one run's panel measures ---------------------------------------------
@@ -123,6 +153,10 @@ class Quantity:
             number of test images is not recorded), or `None` (exact).
         blocks: `(panel -> (k,) changes at each block, name)` for a mean
             change over blocks, whose evidence counts the blocks, or `None`.
+        paired_error: `(panel, panel) -> float`, the standard error of the
+            difference of two runs' values measured on the same test images
+            (per image, paired), NaN where the panels cannot be paired; or
+            `None`. Where it is defined it replaces `error`.
     """
 
     label: str
@@ -130,6 +164,7 @@ class Quantity:
     read: Callable
     error: Callable | None = None
     blocks: tuple | None = None
+    paired_error: Callable | None = None
 
 
 def _number(value) -> float:
@@ -155,6 +190,23 @@ def _median_abs_top(panel, column: str = "hessian") -> float:
     return float(np.median(np.abs(values[:, 0])))
 
 
+def _median_smallest(panel, relative: bool = False) -> float:
+    """Median over batches of the smallest eigenvalue (measured directly,
+    `hessian_spectrum(smallest=True)`), or of its ratio to the batch's
+    largest-magnitude eigenvalue; NaN for a panel that did not measure it."""
+    spectrum = panel.get("hessian") or {}
+    smallest = spectrum.get("smallest")
+    if smallest is None:
+        return float("nan")
+    smallest = np.asarray(smallest, dtype="float64")  # (batches,)
+    if relative:
+        values = _eigenvalues(panel)
+        if values is None or len(values) != len(smallest):
+            return float("nan")
+        smallest = smallest / np.abs(values[:, 0])
+    return float(np.median(smallest)) if np.isfinite(smallest).all() else np.nan
+
+
 def _negative_share(panel) -> float:
     """The share of the Hessian's eigenvalues (every batch, top-k) below 0."""
     values = _eigenvalues(panel)
@@ -163,43 +215,79 @@ def _negative_share(panel) -> float:
     return float((values < 0).mean())
 
 
-def _changes(panel, statistic: str, kind: str, same_size: bool = False):
+def _changes(
+    panel, statistic: str, kind: str, resolution: str = "all", after_input=False
+):
     """`(k,)` changes of a depth statistic at the `kind` points (of the log
-    for the variance), each from the point before it; `same_size` keeps the
-    points whose feature map has the size of the one before."""
+    for the variance), each from the point before it.
+
+    `resolution`: `"all"`; `"same"` keeps the points whose feature map has
+    the size of the one before; `"down"` those whose map is smaller (a
+    stride-2 block, whose highest frequency is half the old one's in
+    absolute terms). `after_input` leaves out the first step, from the
+    embedding or the stem (`"input"`), which `_input_step` reports apart.
+    """
     depth = panel["depth"]
     values = np.asarray(depth[statistic], dtype="float64")  # (points,)
     if statistic == "variance":
         with np.errstate(divide="ignore", invalid="ignore"):
             values = np.log(values)
     sizes = np.asarray(depth["sizes"])  # (points, 2)
+    kinds = depth["kinds"]
     out = []
     for i in range(1, len(values)):
-        if depth["kinds"][i] != kind:
+        if kinds[i] != kind or (after_input and kinds[i - 1] == "input"):
             continue
-        if same_size and tuple(sizes[i]) != tuple(sizes[i - 1]):
+        same = tuple(sizes[i]) == tuple(sizes[i - 1])
+        if (resolution == "same" and not same) or (resolution == "down" and same):
             continue
         out.append(values[i] - values[i - 1])
     return np.asarray(out, dtype="float64")
 
 
-def _mean_change(panel, statistic: str, kind: str, same_size: bool = False):
-    changes = _changes(panel, statistic, kind, same_size)
+def _mean_change(panel, **where):
+    changes = _changes(panel, **where)
     return float(changes.mean()) if changes.size else float("nan")
 
 
-def _depth_change(statistic: str, kind: str, name: str, same_size=False):
+_WHERE = {  # resolution: (how a label says it, how a count of blocks says it)
+    "all": ("", ""),
+    "same": (" that keep the resolution", "same-resolution "),
+    "down": (
+        " that down-sample (read at the new grid's highest frequency)",
+        "down-sampling ",
+    ),
+}
+
+
+def _depth_change(statistic: str, kind: str, name: str, resolution="all",
+                  after_input=False):  # fmt: skip
     """The `Quantity` of the mean change of a depth statistic at `kind`."""
     what = {"delta": "Δ log amplitude", "variance": "log variance"}[statistic]
-    where = f"{name} blocks" + " that keep the resolution" * same_size
+    where, short = _WHERE[resolution]
+    where = f"{name} blocks{where}" + (
+        ", the first step (from the embedding or stem) apart" * after_input
+    )
+    chosen = dict(
+        statistic=statistic, kind=kind, resolution=resolution, after_input=after_input
+    )
     return Quantity(
         f"mean change of {what} at {where}",
         f"mean change of {what} at {name} blocks",
-        functools.partial(
-            _mean_change, statistic=statistic, kind=kind, same_size=same_size
-        ),
-        blocks=(functools.partial(_changes, statistic=statistic, kind=kind), name),
+        functools.partial(_mean_change, **chosen),
+        blocks=(functools.partial(_changes, **chosen), short + name),
     )
+
+
+def _input_step(panel) -> float:
+    """The change of log variance from the embedding (or stem) to the first
+    block: a change of representation, not a block's effect on it."""
+    depth = panel["depth"]
+    if len(depth["kinds"]) < 2 or depth["kinds"][0] != "input":
+        return float("nan")
+    with np.errstate(divide="ignore", invalid="ignore"):
+        first, second = np.log(np.asarray(depth["variance"][:2], dtype="float64"))
+    return float(second - first)
 
 
 def _noise_bands(panel) -> dict:
@@ -232,7 +320,37 @@ def _noise_bands(panel) -> dict:
         for key, values in (("", drops), ("_accuracy", accuracy), ("_rms", rms)):
             mean = float(values[chosen].mean()) if chosen.size else np.nan
             result[where + key] = mean
+        result[where + "_bands"] = chosen
     return result
+
+
+def _per_image_gap(panel) -> np.ndarray | None:
+    """`(N,)` each test image's (high − low) accuracy drop: its correctness
+    under the lowest third of the bands minus under the highest third
+    (`noise["correct"]`, `(bands, N)`), or `None` where not recorded."""
+    correct = panel["noise"].get("correct")
+    bands = _noise_bands(panel)
+    if correct is None or not bands["low_bands"].size:
+        return None
+    correct = np.asarray(correct, dtype="float64")  # (bands, N)
+    low = correct[bands["low_bands"]].mean(axis=0)
+    high = correct[bands["high_bands"]].mean(axis=0)
+    return low - high
+
+
+def _paired_noise_error(first, second) -> float:
+    """The paired standard error of two runs' noise gaps: the spread of the
+    per-image differences of their gaps over `sqrt(N)`. Accuracies measured
+    on the same images are not independent; treating them so overstates the
+    error. NaN unless both panels recorded per-image results on the same
+    images (`noise["inputs"]`, a digest of the images and labels)."""
+    a, b = _per_image_gap(first), _per_image_gap(second)
+    digest = first["noise"].get("inputs")
+    same = digest is not None and digest == second["noise"].get("inputs")
+    if a is None or b is None or not same or a.shape != b.shape or a.size < 2:
+        return float("nan")
+    difference = a - b  # (N,)
+    return float(difference.std(ddof=1) / np.sqrt(difference.size))
 
 
 def _binomial_se(accuracies, images) -> float:
@@ -250,8 +368,10 @@ def _noise_gap(panel) -> float:
 
 
 def _noise_gap_error(panel) -> float:
-    """The binomial SE of `_noise_gap`: two noisy accuracies on `images`."""
-    bands, images = _noise_bands(panel), panel.get("images")
+    """The binomial SE of `_noise_gap`: two noisy accuracies on the noise's
+    images, taken as independent (what is left where runs cannot be paired)."""
+    bands = _noise_bands(panel)
+    images = panel["noise"].get("images") or panel.get("images")
     if not images:
         return float("nan")
     return _binomial_se([bands["low_accuracy"], bands["high_accuracy"]], images)
@@ -269,18 +389,37 @@ TOP_EIGENVALUE = Quantity(
 NEGATIVE_SHARE = Quantity(
     "share of negative eigenvalues", "share of negative eigenvalues", _negative_share
 )
+SMALLEST = Quantity(
+    "median smallest eigenvalue (Lanczos)",
+    "median smallest eigenvalue",
+    lambda panel: _median_smallest(panel),
+)
+SMALLEST_RATIO = Quantity(
+    "median smallest / |top| eigenvalue",
+    "median smallest / top eigenvalue",
+    lambda panel: _median_smallest(panel, relative=True),
+)
 MSA_DELTA = _depth_change("delta", "msa", "MSA")
 CONV_DELTA = _depth_change("delta", "conv", "conv")
-CONV_DELTA_SAME = _depth_change("delta", "conv", "conv", same_size=True)
-MSA_VARIANCE = _depth_change("variance", "msa", "MSA")
+CONV_DELTA_SAME = _depth_change("delta", "conv", "conv", resolution="same")
+CONV_DELTA_DOWN = _depth_change("delta", "conv", "conv", resolution="down")
+MSA_VARIANCE = _depth_change("variance", "msa", "MSA", after_input=True)
 MLP_VARIANCE = _depth_change("variance", "mlp", "MLP")
-CONV_VARIANCE = _depth_change("variance", "conv", "conv")
-CONV_VARIANCE_SAME = _depth_change("variance", "conv", "conv", same_size=True)
+CONV_VARIANCE = _depth_change("variance", "conv", "conv", after_input=True)
+CONV_VARIANCE_SAME = _depth_change(
+    "variance", "conv", "conv", resolution="same", after_input=True
+)
+INPUT_STEP = Quantity(
+    "the first step's change of log variance (from the embedding or stem)",
+    "first step's change of log variance",
+    _input_step,
+)
 NOISE_GAP = Quantity(
     "high − low accuracy drop",
     "(high − low) noise accuracy drop",
     _noise_gap,
     error=_noise_gap_error,
+    paired_error=lambda first, second: _paired_noise_error(first, second),
 )
 ACCURACY = Quantity("test accuracy", "test accuracy", _accuracy)
 
@@ -304,6 +443,7 @@ class Relation:
     verb: str
     pairwise: bool
     test: Callable
+    sign: str = ""  # How a statistic names a per-run test: "below 0".
 
 
 def _beyond_error(first, second, error):
@@ -312,8 +452,8 @@ def _beyond_error(first, second, error):
     return True if difference < -error else False if difference > error else None
 
 
-LOWERS = Relation("lower", False, lambda change: change < 0)
-RAISES = Relation("raise", False, lambda change: change > 0)
+LOWERS = Relation("lower", False, lambda change: change < 0, "below 0")
+RAISES = Relation("raise", False, lambda change: change > 0, "above 0")
 SMALLER = Relation("smaller", True, lambda first, second, error: first < second)
 LARGER = Relation("larger", True, lambda first, second, error: first > second)
 SMALLER_BEYOND_ERROR = Relation("smaller", True, _beyond_error)
@@ -337,6 +477,9 @@ class Claim:
             evidence (e.g. the L2 term's curvature).
         optional: Model roles it also tests when they were run (and are
             trained).
+        converged: Whether rule (c) of the regime applies: every model it
+            involves trained to convergence by its own recipe (the CNN-only
+            claims and the accuracy claim).
     """
 
     key: str
@@ -347,10 +490,27 @@ class Claim:
     shown: tuple[Quantity, ...] = ()
     context: tuple[Callable, ...] = ()
     optional: tuple[str, ...] = ()
+    converged: bool = False
 
     @property
     def pairwise(self) -> bool:
         return any(relation.pairwise for _, relation in self.tests)
+
+    @property
+    def statistic(self) -> str:
+        """What the verdict tests, e.g. `"median |top eigenvalue|, ViT
+        smaller than ResNet, every pair of runs"`."""
+        parts = []
+        for quantity, relation in self.tests:
+            if relation.pairwise:
+                first, second = (TITLES[r] for r in self.roles[:2])
+                parts.append(
+                    f"{quantity.label}, {first} {relation.verb} than {second}, "
+                    "every pair of runs"
+                )
+            else:
+                parts.append(f"{quantity.label}, {relation.sign} in each run")
+        return "; ".join(parts)
 
     @property
     def matched_loss(self) -> bool:
@@ -458,25 +618,41 @@ def _pairs(claim, runs, roles, values) -> tuple[list, list, list]:
     every run of its first role against every run of its second."""
     ((quantity, relation),) = claim.tests
     first, second = roles[:2]
-    exact = quantity.error is None
-    errors = _by_role(quantity.error or (lambda panel: 0.0), runs, (first, second))
-    pairs = [  # (first's value, second's, the standard error of their difference)
-        (a, b, float(np.sqrt(ea**2 + eb**2)))
-        for a, ea in zip(values[quantity][first], errors[first], strict=True)
-        for b, eb in zip(values[quantity][second], errors[second], strict=True)
-    ]
-    holds = [relation.test(a, b, e) for a, b, e in pairs]
-    if exact:
+    if quantity.error is None:  # exact quantities
+        holds = [
+            relation.test(a, b, 0.0)
+            for a in values[quantity][first]
+            for b in values[quantity][second]
+        ]
         return holds, [], []
+    errors = _by_role(quantity.error, runs, (first, second))
+    pairs, paired = [], []  # (first's value, second's, SE of their difference)
+    for i, pa in enumerate(runs[first]):
+        for j, pb in enumerate(runs[second]):
+            a, b = values[quantity][first][i], values[quantity][second][j]
+            error = np.nan
+            if quantity.paired_error is not None:
+                error = quantity.paired_error(pa, pb)
+            paired.append(bool(np.isfinite(error)))
+            if not paired[-1]:
+                error = float(np.sqrt(errors[first][i] ** 2 + errors[second][j] ** 2))
+            pairs.append((a, b, error))
+    holds = [relation.test(a, b, e) for a, b, e in pairs]
     counts = sorted(
-        {p.get("images") for r in (first, second) for p in runs[r]} - {None}
-    )
+        {(p.get("noise") or {}).get("images") or p.get("images")
+         for r in (first, second) for p in runs[r]} - {None}
+    )  # fmt: skip
+    kind = (
+        "paired per-image SE" if all(paired)
+        else "binomial SE (unpaired)" if not any(paired)
+        else f"SE paired in {sum(paired)} of {len(paired)} pairs"
+    )  # fmt: skip
     text = (
         f"{TITLES[first]} − {TITLES[second]} {_spread([a - b for a, b, _ in pairs])}, "
-        f"binomial SE {_spread([e for _, _, e in pairs])}"
+        f"{kind} {_spread([e for _, _, e in pairs])}"
         + (f" (n = {', '.join(map(str, counts))} test images)" if counts else "")
     )
-    missing = [] if _finite(*errors.values()) else [
+    missing = [] if _finite([e for _, _, e in pairs]) else [
         "the number of test images is not recorded"
     ]  # fmt: skip
     return holds, [text], missing
@@ -553,6 +729,24 @@ def _convergence_evidence(runs, roles) -> list[str]:
     ]
 
 
+def _smallest_evidence(runs, roles) -> list[str]:
+    """How many smallest eigenvalues met the Lanczos residual tolerance."""
+    counts = []
+    for role in roles:
+        flags = [
+            np.asarray(p["hessian"].get("smallest_converged", []), dtype=bool)
+            for p in runs[role]
+        ]
+        total = sum(f.size for f in flags)
+        if total:
+            counts.append(
+                f"{TITLES[role]} {sum(int(f.sum()) for f in flags)} of {total}"
+            )
+    if not counts:
+        return []
+    return ["smallest eigenvalues within the residual tolerance: " + ", ".join(counts)]
+
+
 def _noise_evidence(runs, roles) -> list[str]:
     """The accuracy drops and the noise RMS of the lowest and highest bands."""
     bands = _by_role(_noise_bands, runs, roles)
@@ -587,8 +781,9 @@ CLAIMS = (
         "small-data regimes, more than ResNets",
         "Fig. 1c, 4",
         (VIT, RESNET),
-        ((NEGATIVE_SHARE, LARGER),),
-        context=(_convergence_evidence,),
+        ((SMALLEST, SMALLER),),
+        shown=(SMALLEST_RATIO, NEGATIVE_SHARE),
+        context=(_smallest_evidence, _convergence_evidence),
     ),
     Claim(
         "msa_low_pass",
@@ -605,8 +800,9 @@ CLAIMS = (
         "high-frequency amplitude",
         "Fig. 2a, 8",
         (RESNET,),
-        ((CONV_DELTA, RAISES),),
-        shown=(CONV_DELTA_SAME,),
+        ((CONV_DELTA_SAME, RAISES),),
+        shown=(CONV_DELTA_DOWN,),
+        converged=True,
     ),
     Claim(
         "msa_variance",
@@ -614,6 +810,7 @@ CLAIMS = (
         "Fig. 9",
         (VIT,),
         ((MSA_VARIANCE, LOWERS), (MLP_VARIANCE, RAISES)),
+        shown=(INPUT_STEP,),
     ),
     Claim(
         "conv_variance",
@@ -621,7 +818,8 @@ CLAIMS = (
         "Fig. 9",
         (RESNET,),
         ((CONV_VARIANCE, RAISES),),
-        shown=(CONV_VARIANCE_SAME,),
+        shown=(CONV_VARIANCE_SAME, INPUT_STEP),
+        converged=True,
     ),
     Claim(
         "alternet_variance",
@@ -629,6 +827,8 @@ CLAIMS = (
         "Fig. 9, Sec. 4",
         (ALTERNET,),
         ((MSA_VARIANCE, LOWERS), (CONV_VARIANCE, RAISES)),
+        shown=(INPUT_STEP,),
+        converged=True,
     ),
     Claim(
         "noise_frequency",
@@ -646,6 +846,7 @@ CLAIMS = (
         "Fig. 11",
         (ALTERNET, PREACT),
         ((ACCURACY, LARGER),),
+        converged=True,
     ),
 )
 
@@ -731,6 +932,62 @@ def _loss_mismatch(runs: dict, roles: tuple) -> tuple[str, str]:
     return "", text
 
 
+def _last_fall(panel) -> float:
+    """How much the last epoch lowered the training loss, as a fraction of
+    the epoch before's (`panel["training"]["epoch_losses"]`); NaN when fewer
+    than two epochs are recorded."""
+    losses = (panel.get("training") or {}).get("epoch_losses") or []
+    if len(losses) < 2:
+        return float("nan")
+    before, last = float(losses[-2]), float(losses[-1])
+    return (before - last) / before if before > 0 else float("nan")
+
+
+def _still_learning(role: str, panels: list) -> str:
+    """Why the runs of `role` have not converged (rule (c)), or `""`.
+
+    A model trained by the authors and published (`training["published"]`)
+    ran their schedule; one trained here must have its history recorded.
+    """
+    title = TITLES[role]
+    histories = [p.get("training") or {} for p in panels]
+    if all(h.get("published") for h in histories):
+        return ""
+    if not all(h.get("epoch_losses") and h.get("steps") for h in histories):
+        return (
+            f"the {title}'s training history is not recorded, so its "
+            "convergence cannot be checked"
+        )
+    reasons = []
+    warmups = [h.get("warmup_steps", 0) / h["steps"] for h in histories]
+    if max(warmups) >= WARMUP_DOMINATES:
+        worst = max(histories, key=lambda h: h.get("warmup_steps", 0) / h["steps"])
+        reasons.append(
+            f"warm-up dominates the {title}'s schedule ({worst['warmup_steps']} of "
+            f"{worst['steps']} steps)"
+        )
+    falls = [_last_fall(p) for p in panels]
+    falling = [not f <= STILL_FALLING for f in falls]  # NaN: one epoch, falling
+    if any(falling):
+        which = "" if len(panels) == 1 else f" in {sum(falling)} of {len(panels)} runs"
+        known = [f for f, b in zip(falls, falling, strict=True) if b and f == f]
+        reasons.append(
+            f"the {title}'s training loss still falls{which}: its last epoch "
+            f"lowered it by {_percent(known)} (more than {STILL_FALLING:.0%})"
+            if known
+            else f"the {title} trained one epoch: whether its loss still falls "
+            "is not known"
+        )
+    return "; ".join(reasons)
+
+
+def _convergence_text(role: str, panels: list) -> str:
+    """`"ResNet 0.4% ± 0.2%"` (the last epoch's loss fall) for the regime."""
+    if all((p.get("training") or {}).get("published") for p in panels):
+        return f"{TITLES[role]} published by the authors"
+    return f"{TITLES[role]} {_percent([_last_fall(p) for p in panels])}"
+
+
 @dataclasses.dataclass(frozen=True)
 class _Regime:
     roles: tuple  # The roles tested: the claim's, and its trained optional ones.
@@ -754,12 +1011,18 @@ def _regime(claim: Claim, runs: dict) -> _Regime:
     if claim.matched_loss:
         mismatch, loss = _loss_mismatch(runs, claim.roles)
         reasons += (mismatch,) if mismatch else ()
+    converged = ""
+    if claim.converged:
+        reasons += tuple(filter(None, (_still_learning(r, runs[r]) for r in roles)))
+        converged = ", ".join(_convergence_text(r, runs[r]) for r in roles)
     accuracy = ", ".join(
         f"{TITLES[r]} {_percent([_accuracy(p) for p in runs[r]])}" for r in roles
     )
     classes = [p.get("classes") for r in roles for p in runs[r]]
-    text = f"trained (test accuracy {accuracy}; chance {_chance(classes)})" + (
-        f", at matched training loss ({loss})" if loss else ""
+    text = (
+        f"trained (test accuracy {accuracy}; chance {_chance(classes)})"
+        + (f", at matched training loss ({loss})" if loss else "")
+        + (f", converged (last epoch's loss fall: {converged})" if converged else "")
     )
     return _Regime(tuple(roles), reasons, text, tuple(left_out))
 
@@ -791,7 +1054,7 @@ def _outcome_text(holds: list, unit: str) -> tuple[str, str]:
     if unclear == total:
         return (
             "not distinguishable",
-            "not distinguishable (within the binomial standard error)",
+            "not distinguishable (every difference within its standard error)",
         )
     if held == 0:
         more = f" ({unclear} of {total} {unit} not distinguishable)" if unclear else ""
@@ -816,7 +1079,12 @@ def _verdict(claim: Claim, runs: dict) -> dict:
     else:
         word, text = _outcome_text(outcome.holds, outcome.unit)
         counts = {role: len(runs[role]) for role in regime.roles}
-        notes = [_runs_note(outcome.unit, counts), *regime.left_out, regime_text]
+        notes = [
+            _runs_note(outcome.unit, counts),
+            *regime.left_out,
+            "statistic: " + claim.statistic,
+            regime_text,
+        ]
     holds = [None if h is None else bool(h) for h in outcome.holds]
     return {**row, "outcome": word, "holds": holds, "regime": regime.text,
             "verdict": "; ".join([text, *filter(None, notes)])}  # fmt: skip

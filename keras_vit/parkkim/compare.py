@@ -11,7 +11,7 @@ authors' protocol (`keras_vit.parkkim.panel`) and gives a verdict on each
 claim (`keras_vit.parkkim.claims`).
 
 ```bash
-keras-vit compare                          # glyphs, 4 networks x 3 seeds
+keras-vit compare                          # glyphs: a ViT x 3 seeds, 3 CNNs x 2
 keras-vit compare --retrain                # the same, every run trained here
 keras-vit compare --config compare_quick   # a smoke test, minutes
 keras-vit compare --config compare_authors --set data_dir=~/tfds
@@ -23,8 +23,10 @@ keras-vit compare --set analysis.hessian_top_k=3 \\
 The default (`keras_vit/parkkim/configs/compare.py`) compares, on `glyphs`
 (the offline dataset with real high frequencies, at 32 px), a ViT with 4x4
 patches and QK-norm, the authors' post-activation ResNet, a pre-activation
-ResNet and AlterNet of the `mini` row, at matched training loss. Its twelve
-training runs take longer than its analyses on a CPU, so they are shipped
+ResNet and AlterNet of the `mini` row, each claim in its own regime (the
+CNNs' claims on CNNs trained to convergence, a ViT against a CNN at
+matched training loss). Its nine training runs take longer than its
+analyses on a CPU, so they are shipped
 as demo checkpoints (`keras_vit.parkkim.demo`, made by `python -m
 keras_vit.parkkim.make_demo`): a run whose recipe is a shipped run's loads
 it (sha256 checked) instead of training; another recipe, model or seed
@@ -123,14 +125,14 @@ def run(
     tf.get_logger().setLevel("ERROR")
     started = time.time()
     out = config.resolved_workdir()
+    # A dataset that cannot be read: one line, exit 2, the workdir untouched.
+    data = _data(config)
     lock = WorkdirLock.acquire(out)  # A second live comparison: refused.
     try:
-        data = _data(config)
         _plan(config, data, out, fresh)
         panels = {}
         for name in config.models:
-            seeds = 1 if name in AUTHORS_MODELS else config.seeds
-            for seed in range(seeds):
+            for seed in range(config.seeds_of(name)):
                 panels.setdefault(name, []).append(
                     _run_one(config, name, seed, data, out, fresh, allow_changes)
                 )
@@ -197,18 +199,37 @@ def _run_one(config, name, seed, data, out, fresh, allow_changes) -> dict:
 
 # -- data ----------------------------------------------------------------------
 def _data(config: CompareConfig) -> dict:
-    """The test images of the analyses and the training source."""
+    """The test images of the analyses and the training source.
+
+    `"images"`, `"labels"`: the first test images, as many as the analyses
+    use (`analysis.images`, and `analysis.noise_images`: the whole test
+    split for `None`), in the test split's order, the same for every model.
+
+    Raises:
+        ConfigError: The dataset cannot be read (e.g. CIFAR-100 not
+            prepared, offline), in one line that says what to do.
+    """
     import numpy as np
 
     from keras_vit import data as kdata
+    from keras_vit.recipes.configs.base import ConfigError
 
-    train = kdata.load_source(
-        config.dataset, config.train_split, config.data_dir, seed=config.seed
-    )
-    test = kdata.load_source(
-        config.dataset, config.test_split or "test", config.data_dir, seed=config.seed
-    )
+    try:
+        train = kdata.load_source(
+            config.dataset, config.train_split, config.data_dir, seed=config.seed
+        )
+        test = kdata.load_source(
+            config.dataset,
+            config.test_split or "test",
+            config.data_dir,
+            seed=config.seed,
+        )
+    except kdata.DatasetError as error:
+        raise ConfigError(str(error)) from error
     kdata.check_disjoint(train, test)
+    settings = config.analysis
+    noise = settings.noise_images or test.num_examples
+    wanted = max(settings.images, noise)
     images, labels = [], []
     batches = kdata.eval_dataset(
         test,
@@ -219,10 +240,10 @@ def _data(config: CompareConfig) -> dict:
     for x, y in batches:
         images.append(np.asarray(x))
         labels.append(np.asarray(y).argmax(-1))
-        if sum(len(i) for i in images) >= config.analysis.images:
+        if sum(len(i) for i in images) >= wanted:
             break
-    images = np.concatenate(images)[: config.analysis.images]
-    labels = np.concatenate(labels)[: config.analysis.images]
+    images = np.concatenate(images)[:wanted]  # (N, H, W, C)
+    labels = np.concatenate(labels)[:wanted]  # (N,)
     return {"train": train, "test": test, "images": images, "labels": labels}
 
 
@@ -340,6 +361,7 @@ def _plan(config: CompareConfig, data: dict, out: str, fresh: bool) -> None:
             ),
             landscape=settings.landscape_points > 0,
             test_images=data["test"].num_examples if name in AUTHORS_MODELS else 0,
+            noise_images=len(data["images"]),
         )
         drawn = sum(seed < settings.landscape_seeds for seed in todo)
         rows.append((TITLES[name], len(todo), timings, cost, drawn))
@@ -352,7 +374,7 @@ def _plan(config: CompareConfig, data: dict, out: str, fresh: bool) -> None:
 
 def _seeds_to_analyse(config: CompareConfig, name: str, out: str, fresh: bool):
     """The seeds of model `name` without a kept panel."""
-    seeds = range(1 if name in AUTHORS_MODELS else config.seeds)
+    seeds = range(config.seeds_of(name))
     return [
         seed
         for seed in seeds
@@ -488,6 +510,7 @@ def _panel(config, name, seed, model, trained, data, out, key) -> dict:
     panel["model"], panel["seed"] = name, seed
     panel["parameters"] = int(model.count_params())
     panel["analysis_cpu_seconds"] = time.process_time() - started
+    panel["training"] = _history(config, name, seed, out, data["train"].num_examples)
     if trained is not None:
         panel["test_accuracy"] = (trained.get("test") or {}).get("accuracy")
         panel["train_seconds"] = trained.get("seconds")
@@ -504,6 +527,46 @@ def _panel(config, name, seed, model, trained, data, out, key) -> dict:
         stem = os.path.join(out, f"landscape_{name}_seed{seed}")
         landscapes.write_landscape_csv(panel["landscape"], f"{stem}.csv")
     return report.to_json(panel)
+
+
+def _history(config, name, seed, out, examples: int) -> dict:
+    """How the model was trained, for the claims' convergence rule:
+    `{"epoch_losses", "warmup_steps", "steps"}` from its run's `metrics.csv`
+    (or the demo checkpoint's manifest), `{"published": True}` for the
+    authors' models, `{}` where the run kept no history. `examples`: the
+    training split's images."""
+    if name in AUTHORS_MODELS:
+        return {"published": True}
+    from keras_vit import data as kdata
+
+    run_config = train_config(config, name, seed, out)
+    shipped = shipped_run(config, name, seed, out)
+    if shipped is not None:
+        losses = shipped.results.get("epoch_losses")
+    else:
+        losses = epoch_losses(run_config.workdir)
+    if not losses:
+        return {}
+    per_epoch = run_config.steps_per_epoch or kdata.full_batches(
+        examples, run_config.global_batch_size
+    )
+    steps = int(per_epoch * run_config.epochs)
+    return {
+        "epoch_losses": [float(v) for v in losses],
+        "warmup_steps": min(int(run_config.warmup_steps), steps),
+        "steps": steps,
+    }
+
+
+def epoch_losses(workdir: str) -> list[float]:
+    """The training loss of each epoch of a run (its `metrics.csv`), or `[]`."""
+    import csv
+
+    path = os.path.join(workdir, "metrics.csv")
+    if not paths.exists(path):
+        return []
+    with paths.open_file(path) as f:
+        return [float(row["loss"]) for row in csv.DictReader(f)]
 
 
 def test_metrics(model, source, config, name) -> tuple[float, float]:

@@ -75,12 +75,15 @@ class CompareConfig(TrainConfig):
     models: tuple[str, ...] = ("vit", "resnet", "preact_resnet", "alternet")
     seeds: int = 5  # Runs per model, seeds 0 .. seeds - 1.
     cnn_variant: str = "mini"  # The CNNs' row (keras_vit.parkkim.cnn).
-    # Epochs of the CNNs' runs; None: `epochs`, as the ViT's. Fewer epochs
-    # bring the CNNs to the ViT's training loss (the claims' matched-loss rule).
+    # Epochs of the CNNs' runs; None: `epochs`, as the ViT's (each claim is
+    # judged in its own regime: the CNNs' claims on CNNs trained by their
+    # own recipe to convergence).
     cnn_epochs: int | None = None
     # Peak learning rate of the CNNs' runs; None: `learning_rate`, as the
-    # ViT's. With `cnn_epochs`, what matches the CNNs' loss to the ViT's.
+    # ViT's.
     cnn_learning_rate: float | None = None
+    # Runs per CNN, seeds 0 .. cnn_seeds - 1; None: `seeds`, as the ViT's.
+    cnn_seeds: int | None = None
     # The authors' files for "authors_*" models: a path, or "cifar100" to
     # download their published file into the Keras cache once.
     authors_vit_ti: str = "cifar100"
@@ -95,6 +98,15 @@ class CompareConfig(TrainConfig):
     # keras_vit.parkkim.panel.PanelSettings): --set analysis.hessian_top_k=3.
     analysis: PanelSettings = PanelSettings()
 
+    def seeds_of(self, model: str) -> int:
+        """How many runs (seeds 0 .. n - 1) `model` has: one for an authors'
+        model, `cnn_seeds` for a CNN when set, else `seeds`."""
+        if model in AUTHORS_MODELS:
+            return 1
+        if model != "vit" and self.cnn_seeds is not None:
+            return self.cnn_seeds
+        return self.seeds
+
     def _checks(self):
         yield from super()._checks()
         known = ("vit", *CNN_FAMILIES, *AUTHORS_MODELS)
@@ -105,6 +117,10 @@ class CompareConfig(TrainConfig):
             or f"must be distinct names among {', '.join(known)}",
         )  # fmt: skip
         yield "seeds", self.seeds >= 1 or "must be at least 1"
+        yield (
+            "cnn_seeds",
+            self.cnn_seeds is None or self.cnn_seeds >= 1 or "must be at least 1",
+        )
         yield (
             "cnn_epochs",
             self.cnn_epochs is None or self.cnn_epochs >= 1 or "must be at least 1",
@@ -138,3 +154,4 @@ class CompareConfig(TrainConfig):
         yield "analysis.landscape_seeds", a.landscape_seeds >= 0 or "must be >= 0"
         yield "analysis.hessian_l2", one_of(a.hessian_l2, ("norm", "squared"))
         yield "analysis.noise_epsilon", positive_or_none(a.noise_epsilon)
+        yield "analysis.noise_images", positive_or_none(a.noise_images)

@@ -8,13 +8,14 @@ from their code, xxxnell/how-do-vits-work @ 9571ff1; see each function):
   transform at the authors' highest frequency, and their per-channel spatial
   variance, after every block (Fig. 2a, 8, 9);
 - `hessian_spectrum`: the top-5 Hessian eigenvalues of the training loss on
-  augmented batches with the L2 term (Fig. 1c, 4), with the loss of each
+  augmented batches with the L2 term (Fig. 1c, 4), and each batch's
+  smallest eigenvalue measured directly (Lanczos), with the loss of each
   batch (the matched-loss rule of `keras_vit.parkkim.claims` reads it), and
   the same on clean batches with hard labels and no L2, the protocol their
   README calls incorrect, as a labelled second column;
 - `noise_robustness`: accuracy under sign noise in a square frequency
   annulus, not renormalised, from 0 to π, with the noise RMS per band
-  (Fig. 2b);
+  (Fig. 2b), on the whole test split by default, image by image;
 - `loss_landscape`: NLL + L2 on a 2-D grid of filter-normalised directions
   (Fig. 1a), for the first seeds;
 - mean attention distance of every attention block.
@@ -41,6 +42,7 @@ panel["accuracy"], panel["classes"], panel["hessian"]["eigenvalues"]
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Callable
 from collections.abc import Iterable
@@ -76,7 +78,10 @@ def model_panel(
 
     Args:
         model: A keras_vit ViT, ResNet, PreActResNet or AlterNet classifier.
-        images: Test images `(N, H, W, C)` in the model's input range.
+        images: Test images `(N, H, W, C)` in the model's input range: the
+            accuracy is measured on all of them, the Fourier, variance and
+            distance analyses on the first `settings.images`, the noise on
+            the first `settings.noise_images` (all for `None`).
         labels: Their integer classes `(N,)`.
         augmented: Batches `(images, targets)` of the training stream, with
             its augmentation (crops, MixUp/CutMix): the authors' Hessian and
@@ -108,6 +113,7 @@ def model_panel(
     s = settings
     logits = np.asarray(model.predict(images, batch_size=s.batch_size, verbose=0))
     accuracy = float((logits.argmax(-1) == labels).mean())  # logits: (N, classes)
+    analysed = images[: s.images]  # (n, H, W, C): the maps' images
 
     def timed(stage, compute):
         started = time.perf_counter()
@@ -122,7 +128,7 @@ def model_panel(
         "classes": int(logits.shape[-1]),
         "depth": timed(
             "Fourier/variance",
-            lambda: depth_statistics(model, images, batch_size=s.batch_size),
+            lambda: depth_statistics(model, analysed, batch_size=s.batch_size),
         ),
         **timed(
             "Hessian",
@@ -131,7 +137,9 @@ def model_panel(
         **timed("noise", lambda: _noises(model, images, labels, s, seed)),
         "distances": timed(
             "distances",
-            lambda: attention_distance_by_depth(model, images, batch_size=s.batch_size),
+            lambda: attention_distance_by_depth(
+                model, analysed, batch_size=s.batch_size
+            ),
         ),
         "landscape": None,
     }
@@ -169,6 +177,7 @@ def _hessians(model, augmented, clean, loss, weight_decay, s, seed) -> dict:
             max_iterations=s.hessian_iterations,
             seed=seed,
             verbose=0,
+            smallest=True,
         ),
         "hessian_clean": None,
     }
@@ -188,7 +197,15 @@ def _hessians(model, augmented, clean, loss, weight_decay, s, seed) -> dict:
 
 def _noises(model, images, labels, s, seed) -> dict:
     """`"noise"` (the authors' sign noise per annulus) and
-    `"noise_equal_energy"` (the equal-energy alternative, or `None`)."""
+    `"noise_equal_energy"` (the equal-energy alternative, or `None`), each
+    with `"images"` (their number) and `"inputs"` (a digest of the images
+    and labels: panels with the same one were measured on the same images,
+    so their per-image results pair)."""
+    images, labels = images[: s.noise_images], labels[: s.noise_images]
+    digest = hashlib.sha256()
+    digest.update(np.ascontiguousarray(images, dtype="float32").tobytes())
+    digest.update(np.asarray(labels, dtype="int64").tobytes())
+    same_images = {"images": len(images), "inputs": digest.hexdigest()[:16]}
     result = {
         "noise": noise_robustness(
             model,
@@ -200,22 +217,26 @@ def _noises(model, images, labels, s, seed) -> dict:
             seed=seed,
             batch_size=s.batch_size,
             verbose=0,
-        ),
+        )
+        | same_images,
         "noise_equal_energy": None,
     }
     if s.equal_energy_noise:
         # A quarter of the norm of an image of ones, (H, W, C) values.
         norm = 0.25 * float(np.sqrt(np.prod(images.shape[1:])))
-        result["noise_equal_energy"] = noise_robustness(
-            model,
-            images,
-            labels,
-            protocol="equal_energy",
-            bands=5,
-            norm=norm,
-            seed=seed,
-            batch_size=s.batch_size,
-            verbose=0,
+        result["noise_equal_energy"] = (
+            noise_robustness(
+                model,
+                images,
+                labels,
+                protocol="equal_energy",
+                bands=5,
+                norm=norm,
+                seed=seed,
+                batch_size=s.batch_size,
+                verbose=0,
+            )
+            | same_images
         )
     return result
 

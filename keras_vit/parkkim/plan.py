@@ -36,11 +36,11 @@ BUDGET = (
     "hessian_batch_size",
     "clean_hessian",
     "images",
+    "noise_images",
 )
-# Passes over the test images besides the noise bands: the accuracy, the
-# feature maps (Fourier and variance, about two passes) and the attention
-# distances.
-_OTHER_PASSES = 4
+# Passes over the analysed test images (`images`): the feature maps (Fourier
+# and variance, about two passes) and the attention distances.
+_MAP_PASSES = 3
 
 
 @dataclasses.dataclass(frozen=True)
@@ -164,6 +164,7 @@ def estimate(
     hessian_batches_available: int,
     landscape: bool,
     test_images: int = 0,
+    noise_images: int | None = None,
 ) -> Estimate:
     """What one panel with `settings` (a `PanelSettings`) will take.
 
@@ -175,16 +176,25 @@ def estimate(
         landscape: Whether this panel draws a landscape.
         test_images: Test images whose accuracy is measured besides (the
             authors' models); 0 for none.
+        noise_images: The noise analysis's images (and the accuracy's):
+            `settings.noise_images` resolved against the test split; `None`
+            for `settings.noise_images` or, when that is `None` too,
+            `settings.images`.
     """
     s = settings
     batches = min(s.hessian_batches or hessian_batches_available,
                   hessian_batches_available)  # fmt: skip
     columns = 2 if s.clean_hessian else 1
-    products = batches * s.hessian_top_k * s.hessian_iterations * columns
+    # Per batch: the top-k by power iteration and the smallest by as many
+    # Lanczos steps; the clean column, the top-k again.
+    eigenvalues = s.hessian_top_k + 1 + (s.hessian_top_k if s.clean_hessian else 0)
+    products = batches * eigenvalues * s.hessian_iterations
     points = s.landscape_points**2 if landscape else 0
     forwards = points * s.landscape_batches
     per_image = timings.forward / timings.batch_size
-    passes = _OTHER_PASSES + s.noise_frequencies + (6 if s.equal_energy_noise else 0)
+    noisy = noise_images or s.noise_images or s.images
+    # The clean pass and each band, and the accuracy on the same images.
+    noise_passes = 2 + s.noise_frequencies + (6 if s.equal_energy_noise else 0)
     traced = timings.forward_tracing  # Once per analysis.
     return Estimate(
         hessian_batches=batches,
@@ -195,7 +205,8 @@ def estimate(
         landscape=forwards * timings.forward
         + points * timings.move
         + (traced if points else 0.0),
-        other=(passes * s.images + test_images) * per_image + 3 * traced,
+        other=(_MAP_PASSES * s.images + noise_passes * noisy + test_images) * per_image
+        + 3 * traced,
     )
 
 
@@ -217,7 +228,7 @@ def describe(rows: list, settings, defaults, training: bool = False) -> list[str
         hessian, landscape = cost.hessian * runs, cost.landscape * drawn
         other = cost.other * runs
         total += hessian + landscape + other
-        columns = " x 2 columns" if s.clean_hessian else ""
+        clean = f" + {s.hessian_top_k} clean" if s.clean_hessian else ""
         lines += [
             f"  {title}, {_count(runs, 'run')}: forward pass "
             f"{_short(timings.forward)}, Hessian-vector product "
@@ -225,8 +236,8 @@ def describe(rows: list, settings, defaults, training: bool = False) -> list[str
             f"{timings.batch_size})",
             f"    Hessian <= {duration(hessian)}: "
             f"{_count(cost.hessian_batches, 'batch')} x "
-            f"{_count(s.hessian_top_k, 'eigenvalue')} x "
-            f"{_count(s.hessian_iterations, 'iteration')}{columns} = "
+            f"{_count(s.hessian_iterations, 'iteration')} x "
+            f"({s.hessian_top_k} top + the smallest{clean} eigenvalues) = "
             f"{cost.hessian_products:,} products a run",
         ]
         if drawn:

@@ -87,6 +87,11 @@ def _row(name: str, runs: list) -> dict:
         "negative_share": stat(
             (np.asarray(r["hessian"]["eigenvalues"]) < 0).mean() for r in runs
         ),
+        "hessian_smallest": stat(
+            np.median(r["hessian"]["smallest"])
+            for r in runs
+            if r["hessian"].get("smallest") is not None
+        ),
         "train_seconds": stat(r["train_seconds"] for r in runs),
     }
 
@@ -95,7 +100,9 @@ def _fmt(stat, scale=1.0, digits=3):
     if stat is None:
         return "–"
     mean, sd = stat[0] * scale, stat[1] * scale
-    return f"{mean:.{digits}g} ± {sd:.2g}" if sd else f"{mean:.{digits}g}"
+    if sd > 1e-9 * abs(mean):  # not a spread of round-off
+        return f"{mean:.{digits}g} ± {sd:.2g}"
+    return f"{mean:.{digits}g}"
 
 
 def _claims_markdown(claims: list, config: CompareConfig) -> str:
@@ -109,15 +116,21 @@ def _claims_markdown(claims: list, config: CompareConfig) -> str:
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     authors = any(name in AUTHORS_MODELS for name in config.models)
     note = (
-        f"\nDataset {config.dataset} at {config.image_size} px; {config.seeds} "
-        "seed(s) per trained model"
+        f"\nDataset {config.dataset} at {config.image_size} px; "
+        + ", ".join(
+            f"{TITLES[ROLES.get(m, m)]} {config.seeds_of(m)} seed(s)"
+            for m in config.models
+            if m not in AUTHORS_MODELS
+        )
         + (" (one run of each of the authors' models)" if authors else "")
         + ". A claim about one model is reproduced when it holds for every seed, "
         "one that compares two models when it holds for every pair of their "
         'runs (each seed of one against each seed of the other); "mixed (k '
         'of n ...)" counts them. The noise claim calls a difference within '
-        "the binomial standard error of the test images not distinguishable. "
-        "Protocols: the authors' (keras_vit.parkkim.claims).\n"
+        "its standard error not distinguishable (paired image by image when "
+        "the models saw the same test images). Each verdict names its "
+        "statistic and its regime. Protocols: the authors' "
+        "(keras_vit.parkkim.claims).\n"
     )
     return "\n".join(lines) + "\n" + note
 
@@ -125,25 +138,32 @@ def _claims_markdown(claims: list, config: CompareConfig) -> str:
 def _table_markdown(rows: list, config: CompareConfig, seconds: float) -> str:
     lines = [
         "| model | parameters | test accuracy % | Hessian median top eigenvalue "
-        "(authors'; clean, no L2) | L2 term's largest curvature | loss at the "
-        "Hessian batches (data) | negative eigenvalues | training time |",
-        "|---|---|---|---|---|---|---|---|",
+        "(training loss; clean, no L2) | median smallest eigenvalue | L2 term's "
+        "largest curvature | loss at the Hessian batches (data) | negative "
+        "among the top eigenvalues | training time |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for row in rows:
         lines.append(
             f"| {TITLES[row['model']]} | {row['parameters']:,} | "
             f"{_fmt(row['test_accuracy'], 100, 4)} | "
             f"{_fmt(row['hessian_median'])}; {_fmt(row['hessian_clean_median'])} | "
+            f"{_fmt(row.get('hessian_smallest'))} | "
             f"{_fmt(row['l2_max_curvature'])} | "
             f"{_fmt(row['hessian_loss'])} ({_fmt(row['hessian_data_loss'])}) | "
             f"{_fmt(row['negative_share'], 100)} % | "
             f"{_fmt(row['train_seconds'])} s |"
         )
+    l2 = {
+        "squared": "weight decay / 2 × the sum of the weights' squared norms, "
+        "the coupled weight decay of PyHessian's weight_decay: it adds the "
+        "weight decay to every eigenvalue",
+        "norm": "weight decay × the sum of the weights' norms, the authors' "
+        "ops/norm.py: it adds up to its largest curvature to an eigenvalue; a "
+        "median near it is the L2 term's",
+    }[config.analysis.hessian_l2]
     return (
-        "\n".join(lines)
-        + "\n\nMean ± sd over seeds. The L2 term (weight decay × the sum of "
-        "the weights' norms, the authors' ops/norm.py) adds up to its largest "
-        "curvature to an eigenvalue; a median near it is the L2 term's. "
+        "\n".join(lines) + f"\n\nMean ± sd over seeds. The L2 term ({l2}). "
         f"Whole command: {seconds / 60:.1f} min.\n"
     )
 

@@ -28,15 +28,24 @@ class PanelSettings:
     training stream, the seeds given `landscape=True`).
 
     Attributes:
-        images: Test images of the Fourier, variance, noise and distance
-            analyses (the noise claim's n).
+        images: Test images of the Fourier, variance and distance
+            analyses (the first ones of the test split).
+        noise_images: Test images of the noise analysis (the noise
+            claim's n); `None` for the whole test split. Every model is
+            measured on the same images, so the noise claim's error is
+            paired, image by image.
         hessian_batches: Augmented training batches whose Hessians are
             taken; `None` for every batch of the stream (the authors').
         hessian_batch_size: Images per Hessian (and landscape) batch.
         hessian_top_k: Eigenvalues per batch (the authors': 5).
         hessian_iterations: Power iterations per eigenvalue, at most (the
             authors' PyHessian: 100).
-        hessian_l2: `"norm"` (the authors' `ops/norm.py`) or `"squared"`.
+        hessian_l2: The Hessian's L2 term: `"squared"` (default; `wd / 2
+            * sum ||W||²`, the coupled weight decay PyHessian's
+            `weight_decay` adds, which shifts every eigenvalue by `wd`) or
+            `"norm"` (`wd * sum ||W||`, the authors' `ops/norm.py`, whose
+            curvature `wd / ||W||` lets one tensor of round-off norm and zero
+            loss gradient set the top eigenvalue; docs/parkkim.md).
         clean_hessian: Also take the clean-data column (hard labels, no L2).
         noise_epsilon: Sign-noise amplitude in the model's input units; `None`
             for 0.31, in `[-1, 1]` units the strength of the authors' 0.7 on
@@ -54,11 +63,12 @@ class PanelSettings:
     """
 
     images: int = 512
+    noise_images: int | None = None
     hessian_batches: int | None = 2
     hessian_batch_size: int = 32
     hessian_top_k: int = 5
     hessian_iterations: int = 20
-    hessian_l2: str = "norm"
+    hessian_l2: str = "squared"
     clean_hessian: bool = True
     noise_epsilon: float | None = None
     noise_frequencies: int = 11

@@ -43,6 +43,7 @@ def get_config() -> CompareConfig:
         monitor_images=0,
         analysis=PanelSettings(
             images=32,
+            noise_images=32,
             hessian_batches=1,
             hessian_batch_size=8,
             hessian_top_k=2,
