@@ -248,6 +248,7 @@ def test_a_saved_aimv2_model_loads_back_and_quantizes(tmp_path):
     )
 
 
+@pytest.mark.large  # Three exports, over 17 s on 2 cores: not in the default run.
 def test_aimv2_serves_at_any_size_and_exports_to_litert_and_onnx(tmp_path):
     """The RMSNorms, the bias-free projections and the patch-embedding norm
     go through the SavedModel (a non-square size), LiteRT and ONNX."""

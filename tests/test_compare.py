@@ -540,8 +540,8 @@ def test_a_comparison_prints_its_plan_then_one_line_per_stage(quick):
         assert any(line.startswith(f"[compare]   {TITLES[name]}, 1 run: forward "
                                    "pass ") for line in lines)  # fmt: skip
     text = " ".join(line.removeprefix("[compare]").strip() for line in lines)
-    assert "Hessian <= " in text and "1 batch x 2 eigenvalues x 3 iterations x 2 " \
-        "columns = 12 products a run" in text  # fmt: skip
+    assert "Hessian <= " in text and "1 batch x 3 iterations x (2 top + the " \
+        "smallest + 2 clean eigenvalues) = 15 products a run" in text  # fmt: skip
     assert "3 x 3 points x 1 batch = 9 forward passes a run" in text
     assert "total: at most " in text and " plus training" in text
     assert "analysis.landscape_points=3 (default 11)" in text
