@@ -59,6 +59,7 @@ from keras_vit.weights.blueprint import config_options
 from keras_vit.weights.blueprint import num_heads_of
 from keras_vit.weights.checkpoint import from_model
 from keras_vit.weights.checkpoint import from_source
+from keras_vit.weights.dialects.timm_args import EVA_EXPRESSED
 from keras_vit.weights.dialects.timm_args import eva_args
 from keras_vit.weights.dialects.timm_args import needs_eva
 from keras_vit.weights.dialects.timm_writer import to_timm
@@ -486,14 +487,10 @@ def _pretrained_files(model, layout, class_names, license_):
     if source is not None and source.kind == "timm":  # keep the source's own
         architecture = source.config.get("architecture", architecture)
     writer = zoo.family_of_timm(architecture)
+    separate_swiglu = writer is not None and writer.timm.separate_swiglu
     pool_heads = options.map_heads if options.pooling == "map" else None
     split = heads if not pool_heads else {None: heads, keys.MAP_ATTENTION: pool_heads}
-    tensors = to_timm(
-        params,
-        num_heads=split,
-        eva=eva,
-        separate_swiglu=writer is not None and writer.timm.separate_swiglu,
-    )
+    tensors = to_timm(params, num_heads=split, eva=eva, separate_swiglu=separate_swiglu)
     image_size = layout.native_image_size
     head = layout.head
     num_classes = int(head.units) if head is not None else 0
@@ -546,9 +543,13 @@ def _pretrained_files(model, layout, class_names, license_):
             "dynamic_img_size": layout.dynamic,
         }  # fmt: skip
     else:
+        # timm's `SwiGLUPacked` (DINOv2-g) is `mlp_ratio * D` wide before its
+        # gate halves it; keras_vit's `mlp_dim` is the width after the gate.
+        packed = options.mlp == "swiglu" and not separate_swiglu
+        mlp_ratio = (2 if packed else 1) * mlp_dim / hidden
         model_args = {
             "embed_dim": hidden, "depth": depth, "num_heads": heads,
-            "mlp_ratio": mlp_dim / hidden, "patch_size": int(patch[0]),
+            "mlp_ratio": mlp_ratio, "patch_size": int(patch[0]),
             "img_size": list(image_size), "class_token": options.class_token,
             "reg_tokens": options.num_registers,
             "no_embed_class": options.no_embed_class,
@@ -557,6 +558,11 @@ def _pretrained_files(model, layout, class_names, license_):
             "global_pool": _TIMM_POOL.get(options.pooling, "token"),
             "init_values": options.layer_scale_init,
         }  # fmt: skip
+        if not options.proj_bias:
+            model_args["proj_bias"] = False
+        if options.gelu_approximate:
+            model_args["act_layer"] = "gelu_tanh"
+    _refuse_unwritten(options, architecture, eva, model.name)
     full_cfg = _saved_pretrained_cfg(model, preprocessing, image_size, num_classes)
     if license_:
         full_cfg["license"] = license_
@@ -574,6 +580,31 @@ def _pretrained_files(model, layout, class_names, license_):
         config["label_names"] = list(class_names)
     config["keras_vit"] = ours
     return config, tensors
+
+
+# The options the `VisionTransformer`'s `model_args` above write; the others
+# are the architecture's own (its family's), or change training only.
+_VIT_EXPRESSED = (
+    "class_token", "num_registers", "no_embed_class", "qkv_bias", "qk_norm",
+    "fc_norm", "pooling", "layer_scale_init", "proj_bias", "gelu_approximate",
+)  # fmt: skip
+_TRAINING_ONLY = ("dropout_rate", "attention_dropout_rate", "drop_path_rate", "remat")
+
+
+def _refuse_unwritten(options, architecture: str, eva: bool, name: str) -> None:
+    """Refuses a model whose timm folder would build another network: an
+    option that neither the `model_args` write nor `architecture` has (its
+    family's options). An option added to keras_vit later is refused by
+    name until the writer learns it."""
+    expressed = (*_TRAINING_ONLY, *(EVA_EXPRESSED if eva else _VIT_EXPRESSED))
+    reference = zoo.options_for_timm(architecture) or EncoderOptions()
+    unwritten = options.departures(expressed, reference)
+    if unwritten:
+        raise ValueError(
+            f"Cannot save {name!r} as a timm folder: timm's {architecture} "
+            f"takes no {', '.join(unwritten)} (its model_args cannot say "
+            "it). Save it with model.save(...) instead."
+        )
 
 
 # What no longer holds once the resolution changed.

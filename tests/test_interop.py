@@ -163,6 +163,12 @@ def test_keras_hub_checkpoint_into_another_size_is_refused_unchanged():
         (dict(class_token=False, pooling="map"), "pooling='map'"),
         (dict(pooling="gap", fc_norm=True), "fc_norm"),
         (dict(dynamic_image_size=True), "dynamic image size"),
+        # Options the converter does not map are named as they are set.
+        (dict(embedding_norm=True), "embedding_norm=True"),
+        (dict(proj_bias=False), "proj_bias=False"),
+        (dict(attention_norm=True, mlp_norm=True), "attention_norm=True, mlp_norm"),
+        (dict(pre_norm=True), "pre_norm=True"),
+        (dict(norm="rms"), "norm='rms'"),
     ],
 )
 def test_what_keras_hub_lacks_is_named_in_one_line(kwargs, message):
@@ -274,6 +280,7 @@ def test_plain_vit_becomes_a_dinov2_backbone_with_unit_layer_scale():
         (dict(pooling="token"), "pooling"),
         (dict(qk_norm=True, pooling=None), "QK-norm"),
         (dict(class_token=False, pooling=None), "without a class token"),
+        (dict(embedding_norm=True, pooling=None), "embedding_norm=True"),
     ],
 )
 def test_what_keras_hub_dinov2_lacks_is_named(kwargs, message):

@@ -228,6 +228,7 @@ def test_what_keras_vit_cannot_express_is_refused_in_one_line(kwargs, message):
         (dict(fc_norm=True), "fc_norm"),
         (dict(rope=dict(kind="axial")), "rotary embeddings other than DINOv3's"),
         (dict(include_preprocessing=True), "include_preprocessing"),
+        (dict(embedding_norm=True), "embedding_norm=True"),
     ],
 )
 def test_what_keras_hub_dinov3_lacks_is_named_in_one_line(kwargs, message):

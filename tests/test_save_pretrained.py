@@ -23,7 +23,19 @@ OPTION_SETS = {
     "siglip": dict(class_token=False, pooling="map", no_embed_class=True),
     "gap_fc_norm_qk_norm": dict(class_token=False, pooling="gap", fc_norm=True,
                                 qk_norm=True),
+    "tanh_gelu_no_proj_bias": dict(gelu_approximate=True, proj_bias=False),
+    "dinov2_swiglu": dict(num_registers=4, layer_scale_init=1e-5,
+                          no_embed_class=True, mlp="swiglu"),
 }  # fmt: skip
+# The timm architecture and model_args each option set is written with.
+WRITTEN_AS = {
+    "tanh_gelu_no_proj_bias": (
+        "vit_base_patch16_224",
+        {"act_layer": "gelu_tanh", "proj_bias": False},
+    ),
+    # timm's SwiGLUPacked is twice the width after its gate (64) before it.
+    "dinov2_swiglu": ("vit_giant_patch14_reg4_dinov2", {"mlp_ratio": 4.0}),
+}
 
 
 def _model(options, **kwargs):
@@ -67,6 +79,30 @@ def test_round_trip_is_bit_exact(tmp_path, kind):
     assert config["pretrained_cfg"]["mean"] == list(keras_vit.models.IMAGENET_MEAN)
     assert config["pretrained_cfg"]["crop_pct"] == 0.9
     assert config["model_args"]["embed_dim"] == 32
+    architecture, args = WRITTEN_AS.get(kind, (config["architecture"], {}))
+    assert config["architecture"] == architecture
+    assert args.items() <= config["model_args"].items()
+
+
+@pytest.mark.parametrize(
+    "options, unwritten",
+    [
+        (dict(embedding_norm=True), "embedding_norm=True"),
+        (dict(norm="rms", class_token=False, pooling="gap"), "norm='rms'"),
+        (dict(layer_norm_epsilon=1e-12), "layer_norm_epsilon=1e-12"),
+        (dict(mlp="swiglu", qk_norm=True, embedding_norm=True), "embedding_norm=True"),
+    ],
+)
+def test_what_timm_cannot_build_is_refused_and_nothing_written(
+    tmp_path, options, unwritten
+):
+    """An option neither timm's architecture nor its model_args has is
+    named, and no folder is left: timm would build another network."""
+    model = _model(options)
+    with pytest.raises(ValueError, match="as a timm folder") as info:
+        keras_vit.save_pretrained(model, tmp_path / "saved")
+    assert unwritten in str(info.value) and "\n" not in str(info.value)
+    assert not (tmp_path / "saved").exists()
 
 
 def test_headless_round_trip(tmp_path):

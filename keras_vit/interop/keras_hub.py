@@ -303,6 +303,25 @@ def from_keras_hub(model, **kwargs) -> keras.Model:
     return vit
 
 
+# The encoder options each keras-hub architecture maps, or that its check
+# refuses by a name of its own; any other option set away from its default
+# is refused as `name=value` (`EncoderOptions.departures`), so an option
+# added to keras_vit later is never dropped in silence. Dropout rates and
+# stochastic depth change training only; `remat` is not part of a model.
+_TRAINING_ONLY = ("dropout_rate", "attention_dropout_rate", "drop_path_rate", "remat")
+_VIT_HANDLED = (
+    *_TRAINING_ONLY, "class_token", "qkv_bias", "num_registers", "distillation",
+    "fc_norm", "layer_scale_init", "qk_norm", "mlp", "gelu_approximate",
+    "layer_norm_epsilon", "no_embed_class", "pooling", "map_heads", "map_mlp_dim",
+    "pool_include_prefix",
+)  # fmt: skip
+_DINOV2_HANDLED = (
+    *_TRAINING_ONLY, "class_token", "qkv_bias", "num_registers", "distillation",
+    "layer_scale_init", "qk_norm", "mlp", "gelu_approximate", "layer_norm_epsilon",
+    "no_embed_class", "pooling", "map_heads", "map_mlp_dim", "pool_include_prefix",
+)  # fmt: skip
+
+
 def _check_vit(model: keras.Model, layout: ViTLayout) -> None:
     """Refuses, in one line, what keras-hub's ViT cannot express."""
     block = layout.block(0).get_config()
@@ -337,6 +356,7 @@ def _check_vit(model: keras.Model, layout: ViTLayout) -> None:
     if layout.embedding.get_config()["patch_size"][0] != layout.stride[0]:
         lacking.append((True, "a patch embedding on a feature map"))
     found = [what for bad, what in lacking if bad]
+    found += layout.encoder_options.departures(_VIT_HANDLED)
     if found:
         raise ValueError(
             f"Cannot convert {model.name!r}: keras-hub's ViT has no {', '.join(found)}."
@@ -545,6 +565,7 @@ def _check_dinov2(model: keras.Model, layout: ViTLayout) -> None:
         (layout.pooled_name is not None, "pooling (it returns the tokens)"),
     ]
     found = [what for bad, what in lacking if bad]
+    found += layout.encoder_options.departures(_DINOV2_HANDLED)
     if found:
         raise ValueError(
             f"Cannot convert {model.name!r}: keras-hub's DINOV2Backbone has no "

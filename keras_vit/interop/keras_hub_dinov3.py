@@ -218,6 +218,19 @@ def dinov3_from_keras_hub(backbone, **kwargs) -> keras.Model:
     return ViT(spec, **{**arguments, **kwargs})
 
 
+# The encoder options the conversion maps, or that `check_model` refuses by
+# a name of its own; any other option set away from its default is refused
+# as `name=value` (`EncoderOptions.departures`): an option added to keras_vit
+# later is never dropped in silence.
+_HANDLED = (
+    "class_token", "distillation", "position_embedding", "no_embed_class", "rope",
+    "qk_norm", "gelu_approximate", "attention_norm", "mlp_norm", "pre_norm",
+    "dropout_rate", "attention_dropout_rate", "drop_path_rate", "remat", "fc_norm",
+    "encoder_norm", "pooling", "map_heads", "map_mlp_dim", "pool_include_prefix",
+    "num_registers", "layer_scale_init", "mlp", "qkv_bias", "layer_norm_epsilon",
+)  # fmt: skip
+
+
 def check_model(model: keras.Model, layout: ViTLayout) -> None:
     """Refuses, in one line, what keras-hub's DINOv3 cannot express."""
     options = layout.encoder_options
@@ -264,6 +277,7 @@ def check_model(model: keras.Model, layout: ViTLayout) -> None:
         (layout.has_preprocessing, "include_preprocessing"),
     ]
     found = [what for bad, what in lacking if bad]
+    found += options.departures(_HANDLED)
     if found:
         raise ValueError(
             f"Cannot convert {model.name!r} to keras-hub's DINOV3Backbone: "

@@ -277,12 +277,9 @@ class EncoderOptions:
 
     def _problems(self):
         """Yields `(option, None or what is wrong with it)`."""
-        for name in ("class_token", "distillation", "no_embed_class", "qk_norm",
-                     "gelu_approximate", "remat", "fc_norm", "encoder_norm",
-                     "position_embedding", "pre_norm", "attention_norm",
-                     "mlp_norm", "pool_include_prefix", "embedding_norm",
-                     "proj_bias"):  # fmt: skip
-            yield name, _bool(getattr(self, name))
+        for field in dataclasses.fields(self):
+            if isinstance(field.default, bool) and field.name != "qkv_bias":
+                yield field.name, _bool(getattr(self, field.name))
         yield (
             "qkv_bias",
             None
@@ -376,6 +373,28 @@ class EncoderOptions:
         arguments = {name: getattr(self, name) for name in block_option_names()}
         arguments["drop_path_rate"] = drop_path_rates(self.drop_path_rate, depth)[index]
         return arguments
+
+    def departures(self, expressed=(), reference: EncoderOptions | None = None):
+        """`name=value` of every option that differs from `reference` (the
+        defaults) and is not one of the `expressed` names.
+
+        A converter to another library lists the options it maps
+        (`expressed`) and refuses the rest through this, so an option added
+        later is refused by name until the converter learns it, never
+        dropped in silence.
+
+        Example:
+
+        >>> EncoderOptions(qk_norm=True, num_registers=4).departures(
+        ...     expressed=("num_registers",))
+        ['qk_norm=True']
+        """
+        reference = EncoderOptions() if reference is None else reference
+        return [
+            f"{name}={getattr(self, name)!r}"
+            for name in option_names()
+            if name not in expressed and getattr(self, name) != getattr(reference, name)
+        ]
 
     @classmethod
     def block_options_of(cls, first: dict, last: dict) -> dict:

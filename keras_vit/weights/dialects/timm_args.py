@@ -152,6 +152,16 @@ def eva_args(options: EncoderOptions, *, hidden_dim: int, num_heads: int,
     return args
 
 
+# The options `eva_args` writes; the others are the architecture's own
+# (its family's), or change training only.
+EVA_EXPRESSED = (
+    "class_token", "num_registers", "no_embed_class", "position_embedding",
+    "qkv_bias", "qk_norm", "layer_scale_init", "mlp_norm", "attention_norm",
+    "pre_norm", "fc_norm", "encoder_norm", "pooling", "mlp", "rope", "map_heads",
+    "map_mlp_dim",
+)  # fmt: skip
+
+
 def _ratio(width: int, dim: int) -> float:
     """A ratio timm turns back into `width` (`int(dim * ratio)`): `width /
     dim`, nudged up where float rounding would land just below."""
