@@ -22,12 +22,15 @@ timm.
   distillation tokens, two heads averaged in eval mode), 10 classes.
 - `timm_clip`: a CLIP image tower (`vit_*_clip_*`): a LayerNorm before the
   first block (`pre_norm`), LayerNorm epsilon 1e-5, 10 classes.
+- `timm_rpn`: res-post-norm blocks (timm's `ResPostBlock`, as its
+  `vit_base_patch16_rpn_224`: no class token, no query/key/value biases,
+  mean pooling with `fc_norm`), 10 classes.
 
 torch and timm are not dependencies of keras_vit. To run this:
 
     pip install torch==2.13.0
     pip install timm -c <(echo torch==2.13.0)
-    python scripts/make_family_fixtures.py [--out tests/fixtures]
+    python scripts/make_family_fixtures.py [--out tests/fixtures] [--only rpn]
 """
 
 from __future__ import annotations
@@ -99,6 +102,17 @@ def make_clip(out: str) -> None:
     _fixture(clip, out, "timm_clip", seed=17)
 
 
+def make_rpn(out: str) -> None:
+    from timm.models.vision_transformer import ResPostBlock
+    from timm.models.vision_transformer import VisionTransformer
+
+    rpn = VisionTransformer(
+        **COMMON, num_classes=10, block_fn=ResPostBlock, class_token=False,
+        global_pool="avg", qkv_bias=False, init_values=1e-5,
+    )  # fmt: skip
+    _fixture(rpn, out, "timm_rpn", seed=18)
+
+
 def make(out: str) -> None:
     from timm.layers import SwiGLUPacked
     from timm.models.deit import VisionTransformerDistilled
@@ -146,25 +160,30 @@ def make(out: str) -> None:
     distilled = VisionTransformerDistilled(**COMMON, num_classes=10)
     _fixture(distilled, out, "timm_deit_distilled", seed=16)
     make_clip(out)
+    make_rpn(out)
+
+
+# The fixtures one can write alone (`--only`).
+_ALONE = {"clip": make_clip, "rpn": make_rpn}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=os.path.join("tests", "fixtures"))
     parser.add_argument(
-        "--only-clip", action="store_true", help="Write timm_clip alone."
+        "--only", choices=sorted(_ALONE), help="Write timm_<this> alone."
     )
     args = parser.parse_args()
     os.makedirs(args.out, exist_ok=True)
     print(base._guard_torchvision())
     torch.manual_seed(0)
-    if args.only_clip:
-        make_clip(args.out)
+    if args.only:
+        _ALONE[args.only](args.out)
     else:
         make(args.out)
     for name in sorted(os.listdir(args.out)):
         if name.startswith("timm_") and any(
-            f in name for f in ("deit", "dinov2", "siglip", "qknorm", "clip")
+            f in name for f in ("deit", "dinov2", "siglip", "qknorm", "clip", "rpn")
         ):
             size = os.path.getsize(os.path.join(args.out, name))
             print(f"{name:32s} {size / 1024:8.1f} KiB")

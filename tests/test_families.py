@@ -43,6 +43,7 @@ FAMILY_FIXTURES = {
     "timm_qknorm_fcnorm": dict(qk_norm=True, fc_norm=True, pooling="gap"),
     "timm_deit_distilled": dict(distillation=True),
     "timm_clip": dict(models.FAMILIES["clip"].arguments()),
+    "timm_rpn": dict(models.FAMILIES["rpn"].arguments()),
 }
 
 
@@ -422,3 +423,28 @@ def test_a_family_tag_for_a_plain_model_names_the_builder_before_any_download(
         model = models.DINOv2_S14(image_size=28)
     with pytest.raises(AssertionError, match="downloaded"):  # the family fits
         load_weights(model, "dinov2_lvd142m")
+
+
+def test_res_post_norm_blocks_start_near_identity_and_round_trip(tmp_path):
+    """timm's ResPostBlock with `init_values`: the post-norms' scales start at
+    `layer_scale_init` (no LayerScale weights), so a fresh block barely moves
+    its input; the option is read back from a built model and kept through a
+    `.keras` file."""
+    model = tiny(**models.FAMILIES["rpn"].arguments())
+    block = ViTLayout.of(model).block(0)
+    assert not [w.path for w in block.weights if "layer_scale" in w.path]
+    np.testing.assert_allclose(block.norm_1.gamma.numpy(), 1e-5)
+    np.testing.assert_allclose(block.norm_2.gamma.numpy(), 1e-5)
+    x = np.random.default_rng(0).normal(size=(2, 16, 32)).astype("float32")
+    moved = np.abs(np.asarray(block(x)) - x).max()
+    assert moved < 1e-3  # two unit-variance branches scaled by 1e-5 (+ beta 0)
+    pre = keras_vit.layers.TransformerBlock(num_heads=2, mlp_dim=64)
+    assert np.abs(np.asarray(pre(x)) - x).max() > 0.1  # pre-norm: not so
+    options = ViTLayout.of(model).encoder_options
+    assert options == models.FAMILIES["rpn"].options_for("test/8")
+    randomize(model, seed=4)
+    path = str(tmp_path / "rpn.keras")
+    model.save(path)
+    loaded = keras.saving.load_model(path)
+    pixels = images(2, (32, 32), seed=5)
+    np.testing.assert_array_equal(np.asarray(loaded(pixels)), np.asarray(model(pixels)))

@@ -165,7 +165,7 @@ def test_keras_hub_checkpoint_into_another_size_is_refused_unchanged():
         (dict(dynamic_image_size=True), "dynamic image size"),
         # Options the converter does not map are named as they are set.
         (dict(embedding_norm=True), "embedding_norm=True"),
-        (dict(proj_bias=False), "proj_bias=False"),
+        (dict(proj_bias=False, res_post_norm=True), "proj_bias=False, res_post_norm"),
         (dict(attention_norm=True, mlp_norm=True), "attention_norm=True, mlp_norm"),
         (dict(pre_norm=True), "pre_norm=True"),
         (dict(norm="rms"), "norm='rms'"),
@@ -280,7 +280,7 @@ def test_plain_vit_becomes_a_dinov2_backbone_with_unit_layer_scale():
         (dict(pooling="token"), "pooling"),
         (dict(qk_norm=True, pooling=None), "QK-norm"),
         (dict(class_token=False, pooling=None), "without a class token"),
-        (dict(embedding_norm=True, pooling=None), "embedding_norm=True"),
+        (dict(res_post_norm=True, pooling=None), "res_post_norm=True"),
     ],
 )
 def test_what_keras_hub_dinov2_lacks_is_named(kwargs, message):

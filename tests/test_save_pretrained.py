@@ -23,12 +23,14 @@ OPTION_SETS = {
     "siglip": dict(class_token=False, pooling="map", no_embed_class=True),
     "gap_fc_norm_qk_norm": dict(class_token=False, pooling="gap", fc_norm=True,
                                 qk_norm=True),
+    "rpn": dict(keras_vit.FAMILIES["rpn"].arguments()),
     "tanh_gelu_no_proj_bias": dict(gelu_approximate=True, proj_bias=False),
     "dinov2_swiglu": dict(num_registers=4, layer_scale_init=1e-5,
                           no_embed_class=True, mlp="swiglu"),
 }  # fmt: skip
 # The timm architecture and model_args each option set is written with.
 WRITTEN_AS = {
+    "rpn": ("vit_base_patch16_rpn_224", {}),
     "tanh_gelu_no_proj_bias": (
         "vit_base_patch16_224",
         {"act_layer": "gelu_tanh", "proj_bias": False},
@@ -90,7 +92,7 @@ def test_round_trip_is_bit_exact(tmp_path, kind):
         (dict(embedding_norm=True), "embedding_norm=True"),
         (dict(norm="rms", class_token=False, pooling="gap"), "norm='rms'"),
         (dict(layer_norm_epsilon=1e-12), "layer_norm_epsilon=1e-12"),
-        (dict(mlp="swiglu", qk_norm=True, embedding_norm=True), "embedding_norm=True"),
+        (dict(res_post_norm=True, mlp="swiglu"), "res_post_norm=True"),
     ],
 )
 def test_what_timm_cannot_build_is_refused_and_nothing_written(

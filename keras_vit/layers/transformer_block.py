@@ -1,4 +1,8 @@
-"""One pre-LN encoder block: MSA and MLP sub-blocks with residuals (Eq. 2-3)."""
+"""One encoder block: MSA and MLP sub-blocks with residuals (Eq. 2-3).
+
+Pre-LN as in the paper, or res-post-norm (each branch normalised at its
+output: timm's `ResPostBlock`, Swin V2's).
+"""
 
 from __future__ import annotations
 
@@ -56,12 +60,15 @@ def gelu(x, approximate: bool = False, training: bool | None = None):
 @export("keras_vit.layers.TransformerBlock")
 @keras.saving.register_keras_serializable(package="keras_vit")
 class TransformerBlock(keras.layers.Layer):
-    """A pre-LayerNorm Transformer encoder block.
+    """A pre-LayerNorm (or res-post-norm) Transformer encoder block.
 
     `z' = MSA(LN(z)) + z` then `z_out = MLP(LN(z')) + z'`, where the MLP is
-    two dense layers with a GELU between them. Dropout follows the attention
-    output and each MLP dense layer, as in the reference; stochastic depth
-    (`drop_path_rate`) drops each residual branch per example.
+    two dense layers with a GELU between them. With `res_post_norm`, each
+    branch is normalised at its output instead: `z' = LN(MSA(z)) + z`, `z_out
+    = LN(MLP(z')) + z'` (timm's `ResPostBlock`, Swin V2's res-post-norm).
+    Dropout follows the attention output and each MLP dense layer, as in the
+    reference; stochastic depth (`drop_path_rate`) drops each residual branch
+    per example.
 
     Args:
         num_heads: Number of attention heads.
@@ -97,6 +104,11 @@ class TransformerBlock(keras.layers.Layer):
             its output projection (EVA-02-CLIP). Defaults to `False`.
         mlp_norm: A LayerNorm over the MLP's hidden units before its output
             layer (EVA-02's `scale_mlp`). Defaults to `False`.
+        res_post_norm: Normalise each branch's output (`norm_1` after the
+            attention, `norm_2` after the MLP) rather than its input. A
+            `layer_scale_init` then adds no `LayerScale`: it is the initial
+            scale of those two norms (timm's `ResPostBlock` with
+            `init_values`). Defaults to `False`.
         norm: The kind of every norm of the block (both pre-norms, the
             query/key, attention and MLP norms): `"layer"` (LayerNorm;
             default) or `"rms"` (RMSNorm: AIMv2). `layer_norm_epsilon` is
@@ -155,6 +167,7 @@ class TransformerBlock(keras.layers.Layer):
         mlp_norm: bool = False,
         norm: str = "layer",
         proj_bias: bool = True,
+        res_post_norm: bool = False,
         sublayer_dtypes: dict[str, str] | None = None,
         **kwargs,
     ):
@@ -169,6 +182,7 @@ class TransformerBlock(keras.layers.Layer):
             )
         self.norm = norm
         self.proj_bias = bool(proj_bias)
+        self.res_post_norm = bool(res_post_norm)
         self.layer_scale_init = (
             None if layer_scale_init is None else float(layer_scale_init)
         )
@@ -237,7 +251,7 @@ class TransformerBlock(keras.layers.Layer):
                 norm, epsilon, name="mlp_norm", dtype=policy
             )
         self.drop_path = DropPath(self.drop_path_rate, name="drop_path", dtype=policy)
-        if self.layer_scale_init is not None:
+        if self.layer_scale_init is not None and not self.res_post_norm:
             init = self.layer_scale_init
             self.layer_scale_1 = LayerScale(init, name="layer_scale_1", dtype=policy)
             self.layer_scale_2 = LayerScale(init, name="layer_scale_2", dtype=policy)
@@ -260,8 +274,14 @@ class TransformerBlock(keras.layers.Layer):
         if self.mlp_norm:
             self.mlp_hidden_norm.build((None, self.mlp_dim))
         if self.layer_scale_init is not None:
-            self.layer_scale_1.build(input_shape)
-            self.layer_scale_2.build(input_shape)
+            if self.res_post_norm:  # the post-norms start at that scale
+                for norm in (self.norm_1, self.norm_2):
+                    # LayerNorm's `gamma`, or RMSNorm's `scale`
+                    scale = norm.gamma if hasattr(norm, "gamma") else norm.scale
+                    scale.assign(ops.full(scale.shape, self.layer_scale_init))
+            else:
+                self.layer_scale_1.build(input_shape)
+                self.layer_scale_2.build(input_shape)
         # Weightless, but built: `model.quantize` refuses unbuilt layers.
         for layer in (
             self.attention_output_dropout,
@@ -280,7 +300,8 @@ class TransformerBlock(keras.layers.Layer):
         rope=None,
     ):
         with_scores = return_attention_scores or return_intermediates
-        x = self.norm_1(inputs, training=training)
+        post = self.res_post_norm
+        x = inputs if post else self.norm_1(inputs, training=training)
         extra = {} if self.rope is None else {"rope": rope}
         if with_scores:
             x, scores = self.attention(
@@ -289,7 +310,9 @@ class TransformerBlock(keras.layers.Layer):
         else:
             x = self.attention(x, training=training, **extra)  # (B, N, D)
         x = self.attention_output_dropout(x, training=training)
-        if self.layer_scale_init is not None:
+        if post:
+            x = self.norm_1(x, training=training)
+        elif self.layer_scale_init is not None:
             x = self.layer_scale_1(x)
         attention = self.drop_path(x, training=training)
         x = inputs + attention  # (B, N, D)
@@ -297,7 +320,7 @@ class TransformerBlock(keras.layers.Layer):
         # The MLP runs on (B*N, D) rows: a 2-D matmul, bias add and GELU are
         # fused into one oneDNN kernel by TensorFlow's graph optimiser.
         shape = ops.shape(x)
-        y = self.norm_2(x, training=training)
+        y = x if post else self.norm_2(x, training=training)
         y = ops.reshape(y, (-1, shape[-1]))  # (B*N, D)
         y = self.mlp_dense_1(y)  # (B*N, mlp_dim)
         if self.mlp == "swiglu":
@@ -318,7 +341,9 @@ class TransformerBlock(keras.layers.Layer):
                 y = self.mlp_hidden_norm(y, training=training)
             y = self.mlp_dense_2(y)  # (B*N, D)
         y = self.mlp_dropout_2(ops.reshape(y, shape), training=training)  # (B, N, D)
-        if self.layer_scale_init is not None:
+        if post:
+            y = self.norm_2(y, training=training)
+        elif self.layer_scale_init is not None:
             y = self.layer_scale_2(y)
         mlp = self.drop_path(y, training=training)
         outputs = x + mlp  # (B, N, D)
@@ -416,6 +441,7 @@ class TransformerBlock(keras.layers.Layer):
                 "mlp_norm": self.mlp_norm,
                 "norm": self.norm,
                 "proj_bias": self.proj_bias,
+                "res_post_norm": self.res_post_norm,
             }
         )
         own = self.dtype_policy.name

@@ -114,6 +114,7 @@ from .zoo.rope_vit import RoPEViTMixed_S16 as RoPEViTMixed_S16
 from .zoo.rope_vit import RoPEViTMixedAPE_B16 as RoPEViTMixedAPE_B16
 from .zoo.rope_vit import RoPEViTMixedAPE_L16 as RoPEViTMixedAPE_L16
 from .zoo.rope_vit import RoPEViTMixedAPE_S16 as RoPEViTMixedAPE_S16
+from .zoo.rpn import ResPostViT_B16 as ResPostViT_B16
 from .zoo.siglip import SigLIP_B16 as SigLIP_B16
 from .zoo.siglip import SigLIP_So400m14 as SigLIP_So400m14
 from .zoo.vit import ViT_B8 as ViT_B8

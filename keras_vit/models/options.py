@@ -219,6 +219,11 @@ class EncoderOptions:
         proj_bias: Biases on the attention's output projection and on the
             MLP's layers (timm's `proj_bias`). `False` leaves all three out
             (AIMv2). Defaults to `True`.
+        res_post_norm: Normalise each residual branch at its output instead
+            of its input (`x + LN(MSA(x))`; timm's `ResPostBlock`, Swin V2's
+            res-post-norm). `layer_scale_init` is then the initial scale of
+            those norms, not a `LayerScale` (timm's `init_values` there).
+            Defaults to `False`.
         attention_norm: A LayerNorm over the heads' merged outputs before the
             attention's output projection (EVA-02-CLIP's
             `scale_attn_inner`). Defaults to `False`.
@@ -260,6 +265,7 @@ class EncoderOptions:
     norm: str = block_option("layer")
     embedding_norm: bool = False
     proj_bias: bool = block_option(True)
+    res_post_norm: bool = block_option(False)
     attention_norm: bool = block_option(False)
     mlp_norm: bool = block_option(False)
     map_heads: int | None = None

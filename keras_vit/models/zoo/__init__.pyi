@@ -17,6 +17,7 @@ from . import hybrid as hybrid
 from . import pe as pe
 from . import registry as registry
 from . import rope_vit as rope_vit
+from . import rpn as rpn
 from . import siglip as siglip
 from . import timm_catalog as timm_catalog
 from . import vit as vit
