@@ -598,6 +598,8 @@ def _refuse_unwritten(options, architecture: str, eva: bool, name: str) -> None:
     name until the writer learns it."""
     expressed = (*_TRAINING_ONLY, *(EVA_EXPRESSED if eva else _VIT_EXPRESSED))
     reference = zoo.options_for_timm(architecture) or EncoderOptions()
+    if not options.num_prefix_tokens:  # no prefix: including it changes nothing
+        reference = reference.replace(pool_include_prefix=options.pool_include_prefix)
     unwritten = options.departures(expressed, reference)
     if unwritten:
         raise ValueError(

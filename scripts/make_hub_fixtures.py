@@ -61,8 +61,8 @@ the model is run with `.double()`).
 - `timm_pretrained_cfgs.json`: `{name: pretrained_cfg fields}` for every
   `vit_*` / `deit_*` / `deit3_*` / `flexivit_*` timm name whose tag has
   `augreg`, `orig_in21k`, `fb_in1k`, `fb_in22k`, `lvd142m`, `webli`,
-  `ep_in1k` or `ep_in21k` (this includes every timm name of the model zoo's
-  families, `keras_vit.models.zoo`, asserted).
+  `ep_in1k` or `ep_in21k`, and every timm name of the model zoo's families
+  (`keras_vit.models.zoo`) but the rotary ones and AIMv2.
 - `timm_architectures.json`: `{architecture: defaults}` of each of those
   architectures, read from a model built on the meta device (and, for
   `arch_args`, the keyword arguments the architecture function passes to
@@ -509,15 +509,16 @@ def make_transformers(out: str, images: list, versions: str) -> None:
 
 def _registry_names() -> list[str]:
     """The timm names of the model zoo's checkpoints, but the rotary
-    families' (`make_eva_fixtures.py` writes their configs)."""
+    families' and AIMv2's (`make_eva_fixtures.py` and
+    `make_aimv2_fixtures.py` write their configs)."""
     from keras_vit.models import zoo
 
-    eva = os.path.join(REPO, "tests", "fixtures", "eva", "pretrained_cfgs.json")
-    with open(eva) as f:
-        rotary = set(json.load(f)["models"])
-    return [
-        w.timm_name for w in zoo.checkpoints() if w.timm_name not in rotary | {None}
-    ]
+    fixtures = os.path.join(REPO, "tests", "fixtures")
+    elsewhere = {None}
+    for path in ("eva/pretrained_cfgs.json", "aimv2/aimv2.json"):
+        with open(os.path.join(fixtures, path)) as f:
+            elsewhere |= set(json.load(f)["models"])
+    return [w.timm_name for w in zoo.checkpoints() if w.timm_name not in elsewhere]
 
 
 def _jsonable(value):
@@ -547,8 +548,10 @@ def pretrained_cfgs() -> dict:
         for n in timm.list_pretrained(pattern)
     ]
     names = {n for n in names if any(t in n.split(".", 1)[1] for t in CFG_TAGS)}
-    missing = set(_registry_names()) - names
-    _check(not missing, f"zoo timm names not selected: {missing}")
+    zoo_names = set(_registry_names())
+    unknown = zoo_names - set(timm.list_pretrained())
+    _check(not unknown, f"zoo timm names timm does not have: {unknown}")
+    names |= zoo_names
     table = {}
     for name in sorted(names):
         cfg = timm.models.get_pretrained_cfg(name).to_dict()
@@ -609,7 +612,10 @@ def architecture(arch: str) -> dict:
         "no_embed_class": model.no_embed_class,
         "pos_embed": _jsonable(tuple(model.pos_embed.shape)),
         "init_values": args.get("init_values"),
-        "layer_scale": not isinstance(block.ls1, identity),
+        # A ResPostBlock (timm's rpn) has no ls1: its init_values scale the norms.
+        "layer_scale": not isinstance(
+            getattr(block, "ls1", None), (identity, type(None))
+        ),
         "global_pool": model.global_pool,
         "attn_pool": type(pool).__name__ if pool is not None else None,
         "fc_norm": not isinstance(model.fc_norm, identity),

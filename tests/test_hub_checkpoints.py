@@ -284,7 +284,7 @@ def _renamed(tmp_path, architecture: str):
 
 def test_timm_architectures_keras_vit_computes_otherwise_are_refused(tmp_path):
     # The catalog's check found this one far from timm: never a silent model.
-    far = _renamed(tmp_path, "vit_base_patch16_rpn_224")
+    far = _renamed(tmp_path, "eva02_enormous_patch14_clip_224")
     with pytest.raises(CheckpointError, match="does not compute timm's"):
         keras_vit.from_pretrained(far)
     quick = _renamed(tmp_path, "vit_base_patch16_clip_quickgelu_224")

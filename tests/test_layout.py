@@ -139,6 +139,13 @@ _NOT_LAYER_NAMES = {
     # A word of a refusal message ("fc_norm" has no keras-hub counterpart).
     ("keras_vit/interop/keras_hub.py", "fc_norm"),
     ("keras_vit/interop/keras_hub_dinov3.py", "fc_norm"),
+    # Encoder options, in the lists of those a converter or writer maps
+    # (`EncoderOptions.departures` refuses the others).
+    ("keras_vit/interop/keras_hub.py", "class_token"),
+    ("keras_vit/interop/keras_hub_dinov3.py", "class_token"),
+    ("keras_vit/interop/keras_hub_dinov3.py", "encoder_norm"),
+    ("keras_vit/weights/dialects/timm_args.py", "fc_norm"),
+    ("keras_vit/weights/dialects/timm_args.py", "encoder_norm"),
     # The encoder option, in the differences an init_from file is told by.
     ("keras_vit/recipes/initialise.py", "fc_norm"),
     # timm's `model_args` names, in the config save_pretrained writes.

@@ -101,6 +101,7 @@ FAMILY_PARAM_COUNTS = {
     # timm's aimv2_*_patch14_224 (no head: the checkpoints have none), as
     # tests/fixtures/aimv2/aimv2.json records them.
     "AIMv2_L14": 309_197_824,
+    "ResPostViT_B16": 86_538_472,  # timm's vit_base_patch16_rpn_224
     "AIMv2_H14": 680_851_968,
     "AIMv2_1B14": 1_234_958_336,
     "AIMv2_3B14": 2_720_658_432,

@@ -198,7 +198,7 @@ def test_the_tables_contracts_are_timms():
         "siglip": 4, "flexivit": 11, "dinov3": 17, "eva02": 16, "eva02_clip": 3,
         "pe_core": 5, "pe_lang": 4, "pe_spatial": 5, "rope_vit": 3,
         "rope_vit_mixed": 3, "rope_vit_ape": 3, "rope_vit_mixed_ape": 3,
-        "aimv2": 14,
+        "aimv2": 14, "rpn": 1,
     }  # fmt: skip
     for row in rows:
         cfg = cfgs[row.timm_name]
