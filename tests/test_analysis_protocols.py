@@ -595,6 +595,7 @@ def test_the_smallest_eigenvalue_is_measured_directly_by_lanczos():
     assert "smallest" not in plain
 
 
+@pytest.mark.large  # Over 15 s on 2 Zen 3 cores: not in the default run.
 def test_no_top_eigenvalue_is_one_tensors_l2_curvature_under_qk_norm():
     # QK-norm's key LayerNorm bias adds q . beta to every logit of a row of
     # the attention: softmax ignores it, so the loss does not depend on it.

@@ -86,36 +86,47 @@ def test_help_answers_every_command():
         assert result["out"].startswith(f"usage: python -m {command}"), command
 
 
-@pytest.mark.parametrize(
-    "argv, expected",
-    [
-        (["recipes.train", "--set", "epochs=0"], "epochs=0: must be at least 1"),
-        (["recipes.train", "--set", "optimizer=lamb"], "optimizer='lamb'"),
-        (["recipes.train", "--strategy", "bogus"], "strategy='bogus'"),
-        (["recipes.train", "--set", "epoch=3"], "did you mean epochs"),
-        (["recipes.train", "--set", "image_size=0x5"], "not an image size"),
-        (["recipes.train", "--set", "learning_rate=-1"], "learning_rate=-1.0"),
-        (["recipes.train", "--set", "pooling=token", "--set", "class_token=False"],
-         "pooling needs a class token"),
-        (["recipes.train", "--config", "masked_digits"], "not a TrainConfig"),
-        (["recipes.train", "--config", "nope"], "unknown config 'nope'"),
-        (["recipes.train", "--bogus"], "unrecognized arguments: --bogus"),
-        (["recipes.pretrain_masked", "--set", "mask_rate=0.95"], "random_rate"),
-        (["recipes.pretrain_masked", "--set", "label_smoothing=0.1"],
-         "unknown config key 'label_smoothing'"),
-        (["recipes.fewshot", "--variant", "test/4", "--image-size", "0"],
-         "not an image size"),
-        (["recipes.fewshot", "--variant", "test/4", "--shots", "1,x"], "--shots"),
-        (["recipes.analyze", "--variant", "test/4", "--images", "digits",
-          "--out", "x", "--only", "bogus"], "unknown analyses ['bogus']"),
-        (["recipes.export", "--variant", "test/4", "--name", "x", "--version", "0"],
-         "--version must be a positive integer"),
-        (["recipes.export", "--variant", "test/4", "--name", "x", "--version", "1",
-          "--num-classes", "-1"], "not a class count"),
-    ],
-)  # fmt: skip
-def test_errors_answer_in_one_line(argv, expected):
-    (result,) = _run_all([argv])
+# Command lines that must fail in one line, and a word of that line.
+_BAD_COMMANDS = [
+    (["recipes.train", "--set", "epochs=0"], "epochs=0: must be at least 1"),
+    (["recipes.train", "--set", "optimizer=lamb"], "optimizer='lamb'"),
+    (["recipes.train", "--strategy", "bogus"], "strategy='bogus'"),
+    (["recipes.train", "--set", "epoch=3"], "did you mean epochs"),
+    (["recipes.train", "--set", "image_size=0x5"], "not an image size"),
+    (["recipes.train", "--set", "learning_rate=-1"], "learning_rate=-1.0"),
+    (["recipes.train", "--set", "pooling=token", "--set", "class_token=False"],
+     "pooling needs a class token"),
+    (["recipes.train", "--config", "masked_digits"], "not a TrainConfig"),
+    (["recipes.train", "--config", "nope"], "unknown config 'nope'"),
+    (["recipes.train", "--bogus"], "unrecognized arguments: --bogus"),
+    (["recipes.pretrain_masked", "--set", "mask_rate=0.95"], "random_rate"),
+    (["recipes.pretrain_masked", "--set", "label_smoothing=0.1"],
+     "unknown config key 'label_smoothing'"),
+    (["recipes.fewshot", "--variant", "test/4", "--image-size", "0"],
+     "not an image size"),
+    (["recipes.fewshot", "--variant", "test/4", "--shots", "1,x"], "--shots"),
+    (["recipes.analyze", "--variant", "test/4", "--images", "digits",
+      "--out", "x", "--only", "bogus"], "unknown analyses ['bogus']"),
+    (["recipes.export", "--variant", "test/4", "--name", "x", "--version", "0"],
+     "--version must be a positive integer"),
+    (["recipes.export", "--variant", "test/4", "--name", "x", "--version", "1",
+      "--num-classes", "-1"], "not a class count"),
+]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def bad_command_results():
+    """Every bad command line of `_BAD_COMMANDS`, run in one interpreter
+    (each as `python -m`, by `runpy`): one start of TensorFlow, not one per
+    line."""
+    results = _run_all([argv for argv, _ in _BAD_COMMANDS])
+    assert [r["argv"] for r in results] == [argv for argv, _ in _BAD_COMMANDS]
+    return {tuple(r["argv"]): r for r in results}
+
+
+@pytest.mark.parametrize("argv, expected", _BAD_COMMANDS)
+def test_errors_answer_in_one_line(argv, expected, bad_command_results):
+    result = bad_command_results[tuple(argv)]
     assert result["code"] == cli.EXIT_USAGE, result
     message = result["err"].strip()
     assert message.startswith("error: ") and len(message.splitlines()) == 1, message

@@ -332,6 +332,7 @@ def test_folder_finetune_is_the_papers_fine_tuning_from_a_pretrained_tag():
     assert config.resolved_workdir() == os.path.join("runs", "folder_finetune")
 
 
+@pytest.mark.large  # Over 15 s on 2 Zen 3 cores: not in the default run.
 def test_folder_finetune_offline_says_where_to_put_the_weights(tmp_path):
     folder = image_folder(tmp_path / "images")
     process = run(
@@ -353,6 +354,7 @@ def test_folder_finetune_offline_says_where_to_put_the_weights(tmp_path):
     assert not (tmp_path / "run" / "config.json").exists()
 
 
+@pytest.mark.large  # Over 15 s on 2 Zen 3 cores: not in the default run.
 def test_folder_finetune_fine_tunes_a_local_model_on_a_folder(tmp_path):
     folder = image_folder(tmp_path / "images")
     pretrained = tiny_vit_file(tmp_path / "pre.keras")

@@ -486,6 +486,7 @@ def quick(tmp_path_factory):
     return workdir, summary, printed.getvalue()
 
 
+@pytest.mark.large  # Over 15 s on 2 Zen 3 cores: not in the default run.
 def test_a_quick_comparison_writes_every_output(quick):
     workdir, summary, _ = quick
     assert [row["key"] for row in summary["claims"]] == [c.key for c in claims.CLAIMS]
@@ -515,6 +516,7 @@ def test_a_quick_comparison_writes_every_output(quick):
     assert not list((workdir / "panels").glob("*.landscape.*"))
 
 
+@pytest.mark.large  # Over 15 s on 2 Zen 3 cores: not in the default run.
 def test_a_comparison_prints_its_plan_then_one_line_per_stage(quick):
     from keras_vit.parkkim.compare import TITLES
 

@@ -685,6 +685,7 @@ print("finished")
 """
 
 
+@pytest.mark.large  # Over 15 s on 2 Zen 3 cores: not in the default run.
 def test_pipelines_print_no_false_alarms(tmp_path):
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="0", PYTHONWARNINGS="always")
     result = subprocess.run(

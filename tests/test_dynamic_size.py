@@ -102,6 +102,7 @@ def test_dynamic_model_round_trips_through_keras(tmp_path):
     np.testing.assert_array_equal(np.asarray(loaded(x)), np.asarray(dynamic(x)))
 
 
+@pytest.mark.large  # Over 15 s on 2 Zen 3 cores: not in the default run.
 def test_dynamic_model_runs_on_jax(tmp_path):
     _, dynamic = _pair()
     dynamic.save(tmp_path / "dynamic.keras")

@@ -154,6 +154,7 @@ FAMILY_OPTIONS = [
 ]
 
 
+@pytest.mark.large  # Over 15 s on 2 Zen 3 cores: not in the default run.
 def test_masked_pretraining_with_every_family_option_fine_tunes_from_its_encoder(
     tmp_path,
 ):

@@ -205,6 +205,7 @@ def exported(model, tmp_path_factory):
     return path
 
 
+@pytest.mark.large  # Over 15 s on 2 Zen 3 cores: not in the default run.
 def test_fresh_process_matches_keras_for_every_signature(model, exported, tmp_path):
     rng = np.random.default_rng(0)
     uint8 = rng.integers(0, 256, (3, *IMAGE_SIZE, 3), dtype=np.uint8)

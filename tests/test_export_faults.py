@@ -145,6 +145,7 @@ KILLED_EXPORT = textwrap.dedent(
 )
 
 
+@pytest.mark.large  # Over 15 s on 2 Zen 3 cores: not in the default run.
 def test_killed_export_is_cleaned_up_by_the_next(model, tmp_path):
     base = tmp_path / "vit"
     ready = tmp_path / "ready"

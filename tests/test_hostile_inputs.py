@@ -104,6 +104,7 @@ def test_validate_skips_fifos_devices_and_broken_links(model_file, data, tmp_pat
     assert record["skipped_files"] == 4
 
 
+@pytest.mark.large  # Over 15 s on 2 Zen 3 cores: not in the default run.
 def test_train_skips_a_fifo_in_a_class_folder(data, tmp_path):
     os.mkfifo(data / "train" / "cat" / "x.png")
     result = keras_vit_command(

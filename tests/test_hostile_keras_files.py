@@ -582,6 +582,7 @@ def test_convert_refuses_model_options_for_a_keras_model(saved, tmp_path):
     assert os.listdir(tmp_path) == []
 
 
+@pytest.mark.large  # Over 15 s on 2 Zen 3 cores: not in the default run.
 def test_convert_reads_a_weights_file_against_the_variant(saved, tmp_path):
     model, folder = saved
     process = run_command(

@@ -490,6 +490,7 @@ def test_a_bomb_fails_its_batch_naming_it_and_serving_goes_on(served):
     )
 
 
+@pytest.mark.large  # Over 15 s on 2 Zen 3 cores: not in the default run.
 def test_dynamic_size_model_refuses_bombs_before_decoding(tmp_path):
     """The per-image path (`classify_each`) checks as the batched one does."""
     model = _randomized(
@@ -514,6 +515,7 @@ def test_dynamic_size_model_refuses_bombs_before_decoding(tmp_path):
     assert served["bomb"]["peak_mb"] < REFUSAL_MB
 
 
+@pytest.mark.large  # Over 15 s on 2 Zen 3 cores: not in the default run.
 def test_export_command_sets_the_limit(model, tmp_path):
     """`keras-vit export --max-pixels N`: N pixels pass, N + 1 do not; the
     limit is in the metadata; a bad value is refused before anything is

@@ -213,6 +213,7 @@ def test_every_documented_name_resolves_after_import_keras_vit():
 
 
 # -- (c) saved models load in either import order --------------------------------
+@pytest.mark.large  # Over 15 s on 2 Zen 3 cores: not in the default run.
 def test_a_saved_model_loads_after_import_keras_vit_in_either_order(tmp_path):
     model = keras_vit.ViT("test/4", image_size=16, num_classes=3, qk_norm=True)
     images = np.random.default_rng(0).random((1, 16, 16, 3), dtype="float32")

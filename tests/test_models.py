@@ -174,6 +174,7 @@ def test_sizes_at_384_and_without_class_token_or_with_pre_logits():
     )
 
 
+@pytest.mark.large  # Over 15 s on 2 Zen 3 cores: not in the default run.
 def test_vit_l16_with_100_classes_works_as_written():
     model = keras_vit.ViT_L16(num_classes=100)
     assert model.name == "vit_l16"
@@ -442,6 +443,7 @@ def test_one_training_step_reduces_the_loss(policy):
     assert after < before
 
 
+@pytest.mark.large  # Over 15 s on 2 Zen 3 cores: not in the default run.
 def test_model_compiles_with_xla():
     model = tiny_model(drop_path_rate=0.1, dropout_rate=0.1)
     randomize(model, scale=0.05)

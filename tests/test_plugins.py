@@ -245,6 +245,7 @@ def test_keras_vit_help_lists_the_wing_command_without_importing_the_wing(tmp_pa
     assert wing == ["keras_vit.parkkim", "keras_vit.parkkim.commands"], wing
 
 
+@pytest.mark.large  # Over 15 s on 2 Zen 3 cores: not in the default run.
 def test_a_saved_cnn_loads_after_import_keras_vit_parkkim(tmp_path):
     """As docs/parkkim.md shows: `import keras_vit.parkkim`, then Keras's
     own loader; and keras_vit's loader after a bare `import keras_vit`."""

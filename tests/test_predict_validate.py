@@ -296,6 +296,7 @@ def test_predict_command_json_and_a_bad_path_exit_1_naming_it(models, tmp_path):
     assert bad.stdout == ""  # Nothing was run.
 
 
+@pytest.mark.large  # Over 15 s on 2 Zen 3 cores: not in the default run.
 def test_validate_command_on_a_folder_matches_by_hand(models, image_folder, tmp_path):
     out = tmp_path / "results" / "val.json"
     process = run(

@@ -143,6 +143,7 @@ def test_digits_recipe_writes_the_documented_run_directory(tmp_path):
     assert {"epoch_loss", "epoch_accuracy"} <= val_tags
 
 
+@pytest.mark.large  # Over 15 s on 2 Zen 3 cores: not in the default run.
 def test_cifar100_recipe_runs_a_few_steps_on_mock_tfds(tmp_path):
     import tensorflow_datasets as tfds
 
@@ -228,6 +229,7 @@ class _Interrupt(keras.callbacks.Callback):
         self._epoch = epoch
 
 
+@pytest.mark.large  # Over 15 s on 2 Zen 3 cores: not in the default run.
 def test_an_interrupted_run_resumes_and_ends_where_an_uninterrupted_one_does(tmp_path):
     overrides = [
         "epochs=3",

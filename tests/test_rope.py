@@ -217,6 +217,7 @@ def _stateless(build, **arguments):
         return build(**arguments)
 
 
+@pytest.mark.large  # Over 15 s on 2 Zen 3 cores: not in the default run.
 def test_every_checkpoint_of_the_rope_families_has_timms_parameter_count():
     """timm counted each tag on the meta device (`param_counts.json`); each
     of the zoo's rows builds a model of the same count, the 7B included."""

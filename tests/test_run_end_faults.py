@@ -138,6 +138,7 @@ AFTER_TRAINING = {
 _MORE = pytest.mark.large
 
 
+@pytest.mark.large  # Over 15 s on 2 Zen 3 cores: not in the default run.
 @pytest.mark.parametrize(
     "instant",
     [
@@ -196,6 +197,7 @@ def test_a_sigkill_after_training_is_finished_by_the_same_command(
     _assert_like_whole(tmp_path, whole)
 
 
+@pytest.mark.large  # Over 15 s on 2 Zen 3 cores: not in the default run.
 def test_a_rerun_that_only_finishes_removes_killed_writers_temporary_files(
     tmp_path, whole, capsys
 ):
@@ -211,6 +213,7 @@ def test_a_rerun_that_only_finishes_removes_killed_writers_temporary_files(
     _assert_like_whole(tmp_path, whole)  # No leftovers.
 
 
+@pytest.mark.large  # Over 15 s on 2 Zen 3 cores: not in the default run.
 def test_with_ema_a_run_finished_by_a_rerun_saves_the_averaged_weights(
     tmp_path, whole, capsys
 ):
@@ -248,6 +251,7 @@ AFTER_RESULTS = {
 }
 
 
+@pytest.mark.large  # Over 15 s on 2 Zen 3 cores: not in the default run.
 @pytest.mark.parametrize("instant", sorted(AFTER_RESULTS))
 def test_a_kill_after_results_are_written_is_completed_by_the_same_command(
     tmp_path, whole, capsys, instant
@@ -326,6 +330,7 @@ def test_a_full_disk_while_writing_a_backup_stops_in_one_line(tmp_path, whole, c
     _assert_like_whole(tmp_path, whole)
 
 
+@pytest.mark.large  # Over 15 s on 2 Zen 3 cores: not in the default run.
 def test_a_full_disk_while_saving_the_final_model_is_finished_later(
     tmp_path, whole, capsys
 ):
@@ -440,6 +445,7 @@ BEFORE_COMMIT = {
 }
 
 
+@pytest.mark.large  # Over 15 s on 2 Zen 3 cores: not in the default run.
 @pytest.mark.parametrize(
     "instant", ["before-csv-row", pytest.param("after-tensorboard", marks=_MORE)]
 )
@@ -455,6 +461,7 @@ def test_a_sigkill_before_an_epoch_is_logged_loses_no_row_or_summary(
     _assert_like_whole(tmp_path, whole)  # metrics.csv [0, 1]; TensorBoard 0, 1.
 
 
+@pytest.mark.large  # Over 15 s on 2 Zen 3 cores: not in the default run.
 def test_a_sigkill_after_a_commit_keeps_the_committed_epochs_summaries(tmp_path, whole):
     # Killed right after epoch 1 is committed: the rerun resumes after it, so
     # its TensorBoard points must already be on disk (the writers flushed).
@@ -497,6 +504,7 @@ def test_a_resumed_run_keeps_the_best_checkpoint_of_the_epochs_before_it(tmp_pat
 # -- two runs on one directory (item 5) -------------------------------------
 
 
+@pytest.mark.large  # Over 15 s on 2 Zen 3 cores: not in the default run.
 def test_a_second_run_on_a_live_directory_is_refused_and_a_killed_one_frees_it(
     tmp_path, whole, capsys
 ):
@@ -561,6 +569,7 @@ def _listing(folder) -> dict:
 # -- rerunning a finished run (item 6) ---------------------------------------
 
 
+@pytest.mark.large  # Over 15 s on 2 Zen 3 cores: not in the default run.
 def test_a_finished_run_is_not_rerun_and_fresh_sets_it_aside(tmp_path, whole, capsys):
     workdir = tmp_path / "run"
     shutil.copytree(whole.workdir, workdir)
@@ -605,6 +614,7 @@ def test_a_finished_run_is_not_rerun_and_fresh_sets_it_aside(tmp_path, whole, ca
 # -- Ctrl-C and SIGTERM: one line (item 7) ------------------------------------
 
 
+@pytest.mark.large  # Over 15 s on 2 Zen 3 cores: not in the default run.
 def test_ctrl_c_prints_one_line_and_the_same_command_resumes(tmp_path, whole):
     # Ctrl-C in the second epoch (the first is backed up).
     fault = Fault(
@@ -683,6 +693,7 @@ def whole_pretraining(tmp_path_factory):
     )
 
 
+@pytest.mark.large  # Over 15 s on 2 Zen 3 cores: not in the default run.
 @pytest.mark.parametrize(
     "instant", ["final.keras-saved", pytest.param("fit-returned", marks=_MORE)]
 )
@@ -799,6 +810,7 @@ def _interrupted_run(workdir, capsys):
     (workdir / ".partial-1-final.keras").write_bytes(b"torn")  # A killed writer's.
 
 
+@pytest.mark.large  # Over 15 s on 2 Zen 3 cores: not in the default run.
 @pytest.mark.parametrize(
     "extra",
     [

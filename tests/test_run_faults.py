@@ -84,6 +84,7 @@ def _newest_backup_file(workdir):
     return max(files, key=os.path.getmtime)
 
 
+@pytest.mark.large  # Over 15 s on 2 Zen 3 cores: not in the default run.
 def test_a_torn_newest_backup_falls_back_and_ends_where_a_whole_run_ends(
     tmp_path, uninterrupted, capsys
 ):
@@ -202,6 +203,7 @@ class _PoisonWeights(keras.callbacks.Callback):
             kernel.assign(np.full(kernel.shape, np.nan, "float32"))
 
 
+@pytest.mark.large  # Over 15 s on 2 Zen 3 cores: not in the default run.
 def test_a_run_resumes_from_the_last_finite_backup_after_a_nan(tmp_path, uninterrupted):
     from keras_vit.recipes.rundir import RunDiverged
 
@@ -220,6 +222,7 @@ def test_a_run_resumes_from_the_last_finite_backup_after_a_nan(tmp_path, uninter
     assert (results["status"], results["epochs"]) == ("finished", 3)
 
 
+@pytest.mark.large  # Over 15 s on 2 Zen 3 cores: not in the default run.
 def test_a_resume_with_another_config_is_refused_until_fresh(tmp_path, capsys):
     with pytest.raises(KeyboardInterrupt):
         train.run(_config(tmp_path), callbacks=(_Interrupt(epoch=1),))

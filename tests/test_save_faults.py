@@ -285,6 +285,7 @@ INTERRUPTIONS = {
 }  # fmt: skip
 
 
+@pytest.mark.large  # Over 15 s on 2 Zen 3 cores: not in the default run.
 @pytest.mark.parametrize("case", list(INTERRUPTIONS))
 def test_an_interrupted_convert_is_one_line_and_the_same_command_finishes(
     tmp_path, tiny_keras, case
@@ -311,6 +312,7 @@ def test_an_interrupted_convert_is_one_line_and_the_same_command_finishes(
     assert os.listdir(out) == [target.name]
 
 
+@pytest.mark.large  # Over 15 s on 2 Zen 3 cores: not in the default run.
 def test_an_interrupted_export_is_one_line_and_the_same_command_finishes(
     tmp_path, tiny_keras
 ):
@@ -418,6 +420,7 @@ class _Process:
         self.returncode, self.stdout, self.stderr = result
 
 
+@pytest.mark.large  # Over 15 s on 2 Zen 3 cores: not in the default run.
 def test_a_read_only_disk_is_one_line_and_never_called_full(tmp_path, tiny_keras):
     results = _on_disks(
         tmp_path,
@@ -458,6 +461,7 @@ def _whole_png(path) -> bool:
     return data.startswith(b"\x89PNG\r\n\x1a\n") and data.endswith(b"IEND\xaeB`\x82")
 
 
+@pytest.mark.large  # Over 15 s on 2 Zen 3 cores: not in the default run.
 def test_a_full_disk_is_one_line_and_leaves_nothing_partial(tmp_path, tiny_keras):
     # 192 KiB free: room for a part of a SavedModel (about 330 KB). 108 KiB:
     # for the first four figures (92 KiB), not the fifth (32 KiB more).

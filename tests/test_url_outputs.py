@@ -191,6 +191,7 @@ print(json.dumps({
 """
 
 
+@pytest.mark.large  # Over 15 s on 2 Zen 3 cores: not in the default run.
 def test_convert_writes_a_folder_and_a_file_at_a_url(tmp_path, tiny_keras):
     result = _python(_CONVERT_TO_RAM, tiny_keras, TIMM_VIT, cwd=tmp_path)
 
@@ -295,6 +296,7 @@ print(json.dumps({"codes": codes, "pngs": pngs, "bucket": paths.listdir("ram://b
 """
 
 
+@pytest.mark.large  # Over 15 s on 2 Zen 3 cores: not in the default run.
 def test_analyze_and_fewshot_write_their_outputs_at_a_url(tmp_path, tiny_keras):
     result = _python(_ANALYZE_AND_FEWSHOT_TO_RAM, tiny_keras, cwd=tmp_path)
 

@@ -155,6 +155,7 @@ class _KillBeforeCommit(keras.callbacks.Callback):
             raise KeyboardInterrupt("pre-empted")
 
 
+@pytest.mark.large  # Over 15 s on 2 Zen 3 cores: not in the default run.
 def test_a_run_at_a_url_interrupted_before_a_commit_resumes_exactly(
     tmp_path, monkeypatch, uninterrupted, capsys
 ):
