@@ -45,6 +45,7 @@ from keras_vit.model_card import render_card
 from keras_vit.models import layout as names
 from keras_vit.models import zoo
 from keras_vit.models.layout import ViTLayout
+from keras_vit.models.options import TRAINING_ONLY
 from keras_vit.models.options import EncoderOptions
 from keras_vit.models.preprocessing import preprocessing_of
 from keras_vit.models.variants import parse_variant
@@ -588,7 +589,6 @@ _VIT_EXPRESSED = (
     "class_token", "num_registers", "no_embed_class", "qkv_bias", "qk_norm",
     "fc_norm", "pooling", "layer_scale_init", "proj_bias", "gelu_approximate",
 )  # fmt: skip
-_TRAINING_ONLY = ("dropout_rate", "attention_dropout_rate", "drop_path_rate", "remat")
 
 
 def _refuse_unwritten(options, architecture: str, eva: bool, name: str) -> None:
@@ -596,7 +596,7 @@ def _refuse_unwritten(options, architecture: str, eva: bool, name: str) -> None:
     option that neither the `model_args` write nor `architecture` has (its
     family's options). An option added to keras_vit later is refused by
     name until the writer learns it."""
-    expressed = (*_TRAINING_ONLY, *(EVA_EXPRESSED if eva else _VIT_EXPRESSED))
+    expressed = (*TRAINING_ONLY, *(EVA_EXPRESSED if eva else _VIT_EXPRESSED))
     reference = zoo.options_for_timm(architecture) or EncoderOptions()
     if not options.num_prefix_tokens:  # no prefix: including it changes nothing
         reference = reference.replace(pool_include_prefix=options.pool_include_prefix)

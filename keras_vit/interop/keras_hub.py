@@ -60,6 +60,7 @@ from keras_vit.interop import keras_hub_dinov3
 from keras_vit.layers.layer_norm import LAYER_NORM_EPSILON
 from keras_vit.models import layout as names
 from keras_vit.models.layout import ViTLayout
+from keras_vit.models.options import TRAINING_ONLY
 from keras_vit.models.options import EncoderOptions
 from keras_vit.models.variants import custom_spec
 from keras_vit.models.vit import ViT
@@ -308,15 +309,14 @@ def from_keras_hub(model, **kwargs) -> keras.Model:
 # is refused as `name=value` (`EncoderOptions.departures`), so an option
 # added to keras_vit later is never dropped in silence. Dropout rates and
 # stochastic depth change training only; `remat` is not part of a model.
-_TRAINING_ONLY = ("dropout_rate", "attention_dropout_rate", "drop_path_rate", "remat")
 _VIT_HANDLED = (
-    *_TRAINING_ONLY, "class_token", "qkv_bias", "num_registers", "distillation",
+    *TRAINING_ONLY, "class_token", "qkv_bias", "num_registers", "distillation",
     "fc_norm", "layer_scale_init", "qk_norm", "mlp", "gelu_approximate",
     "layer_norm_epsilon", "no_embed_class", "pooling", "map_heads", "map_mlp_dim",
     "pool_include_prefix",
 )  # fmt: skip
 _DINOV2_HANDLED = (
-    *_TRAINING_ONLY, "class_token", "qkv_bias", "num_registers", "distillation",
+    *TRAINING_ONLY, "class_token", "qkv_bias", "num_registers", "distillation",
     "layer_scale_init", "qk_norm", "mlp", "gelu_approximate", "layer_norm_epsilon",
     "no_embed_class", "pooling", "map_heads", "map_mlp_dim", "pool_include_prefix",
 )  # fmt: skip

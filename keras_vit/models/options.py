@@ -47,6 +47,9 @@ POOLINGS = (*POOLING_MODES, "map", None)
 # kernel or its slices, the attention output, and both MLP layers.
 LORA_TARGETS = ("qkv", "query", "key", "value", "out", "mlp")
 export("keras_vit.finetune.LORA_TARGETS").constant(__name__, "LORA_TARGETS")
+# The options that change training only (dropout, stochastic depth,
+# rematerialisation): a converter to another library may leave them out.
+TRAINING_ONLY = ("dropout_rate", "attention_dropout_rate", "drop_path_rate", "remat")
 # Where a block option is read back from a built model: the first block, or
 # the last (stochastic depth grows with depth: the last has the full rate).
 FIRST_BLOCK, LAST_BLOCK = "first", "last"
@@ -380,7 +383,9 @@ class EncoderOptions:
         arguments["drop_path_rate"] = drop_path_rates(self.drop_path_rate, depth)[index]
         return arguments
 
-    def departures(self, expressed=(), reference: EncoderOptions | None = None):
+    def departures(
+        self, expressed=(), reference: EncoderOptions | None = None
+    ) -> list[str]:
         """`name=value` of every option that differs from `reference` (the
         defaults) and is not one of the `expressed` names.
 
