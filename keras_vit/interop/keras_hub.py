@@ -309,17 +309,13 @@ def from_keras_hub(model, **kwargs) -> keras.Model:
 # is refused as `name=value` (`EncoderOptions.departures`), so an option
 # added to keras_vit later is never dropped in silence. Dropout rates and
 # stochastic depth change training only; `remat` is not part of a model.
-_VIT_HANDLED = (
-    *TRAINING_ONLY, "class_token", "qkv_bias", "num_registers", "distillation",
-    "fc_norm", "layer_scale_init", "qk_norm", "mlp", "gelu_approximate",
-    "layer_norm_epsilon", "no_embed_class", "pooling", "map_heads", "map_mlp_dim",
-    "pool_include_prefix",
-)  # fmt: skip
+# keras-hub's DINOv2 has no `fc_norm`; its ViT's check names it.
 _DINOV2_HANDLED = (
     *TRAINING_ONLY, "class_token", "qkv_bias", "num_registers", "distillation",
     "layer_scale_init", "qk_norm", "mlp", "gelu_approximate", "layer_norm_epsilon",
     "no_embed_class", "pooling", "map_heads", "map_mlp_dim", "pool_include_prefix",
 )  # fmt: skip
+_VIT_HANDLED = (*_DINOV2_HANDLED, "fc_norm")
 
 
 def _check_vit(model: keras.Model, layout: ViTLayout) -> None:

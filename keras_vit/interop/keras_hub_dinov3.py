@@ -50,6 +50,7 @@ import numpy as np
 
 from keras_vit.models import layout as names
 from keras_vit.models.layout import ViTLayout
+from keras_vit.models.options import TRAINING_ONLY
 from keras_vit.models.options import EncoderOptions
 from keras_vit.models.options import RotaryOptions
 from keras_vit.models.variants import custom_spec
@@ -223,11 +224,11 @@ def dinov3_from_keras_hub(backbone, **kwargs) -> keras.Model:
 # as `name=value` (`EncoderOptions.departures`): an option added to keras_vit
 # later is never dropped in silence.
 _HANDLED = (
-    "class_token", "distillation", "position_embedding", "no_embed_class", "rope",
-    "qk_norm", "gelu_approximate", "attention_norm", "mlp_norm", "pre_norm",
-    "dropout_rate", "attention_dropout_rate", "drop_path_rate", "remat", "fc_norm",
-    "encoder_norm", "pooling", "map_heads", "map_mlp_dim", "pool_include_prefix",
-    "num_registers", "layer_scale_init", "mlp", "qkv_bias", "layer_norm_epsilon",
+    *TRAINING_ONLY, "class_token", "distillation", "position_embedding",
+    "no_embed_class", "rope", "qk_norm", "gelu_approximate", "attention_norm",
+    "mlp_norm", "pre_norm", "fc_norm", "encoder_norm", "pooling", "map_heads",
+    "map_mlp_dim", "pool_include_prefix", "num_registers", "layer_scale_init", "mlp",
+    "qkv_bias", "layer_norm_epsilon",
 )  # fmt: skip
 
 
